@@ -1,0 +1,159 @@
+#include "cli.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include "error.h"
+
+namespace lenet5 {
+
+std::string help_text() {
+    return std::string(
+               "lenet5 " LENET5_VERSION " - train LeNet-5 on MNIST and see where the time goes\n"
+               "\n"
+               "usage:\n"
+               "  lenet5 train [options]        train, printing one table row per epoch\n"
+               "  lenet5 eval --model FILE      test accuracy, loss and confusion matrix of a checkpoint\n"
+               "  lenet5 devices                list the OpenCL devices (index for --device)\n"
+               "  lenet5 --help | --version\n"
+               "\n"
+               "train options:\n"
+               "  --variant V      cpu, avx, omp, gpu, gpu-constant, gpu-local or auto (default: ") +
+           LENET5_DEFAULT_VARIANT +
+           ")\n"
+           "                   auto = gpu-local on the first GPU of any platform, else omp, else cpu\n"
+           "  --device N       OpenCL device index from `lenet5 devices` (default: first GPU, else first device)\n"
+           "  --threads N      threads for omp (default: OMP_NUM_THREADS, else all cores)\n"
+           "  --epochs N       train up to epoch N (default 10)\n"
+           "  --batch B        mini-batch size (default 64)\n"
+           "  --lr X           learning rate (default 0.05)\n"
+           "  --momentum M     SGD momentum, 0 <= M < 1 (default 0.9)\n"
+           "  --seed S         seed of the initial weights and the shuffles (default 1)\n"
+           "  --train-limit N  use only the first N training images (default: all 60000)\n"
+           "  --test-limit N   use only the first N test images (default: all 10000)\n"
+           "  --data DIR       folder with the MNIST IDX files, raw or .gz\n"
+           "                   (default: $LENET5_DATA, else data/mnist)\n"
+           "  --json FILE      also write the run as JSON\n"
+           "  --save FILE      write a checkpoint after every epoch\n"
+           "  --resume FILE    continue from a checkpoint\n"
+           "\n"
+           "eval options: --model FILE, --variant, --device, --test-limit, --data, --json as above\n"
+           "\n"
+           "Each epoch row gives the milliseconds spent in the forward, backward and update\n"
+           "phases (OpenCL: the kernels' own time from event profiling; host variants: a steady\n"
+           "clock around each phase), the epoch's wall time, the training loss and test accuracy.\n"
+           "Exit status: 0 success, 1 failure, 2 bad command line, 130/143 interrupted.\n";
+}
+
+namespace {
+
+class ArgReader {
+public:
+    explicit ArgReader(const std::vector<std::string>& args) : args_(args) {}
+    bool done() const { return pos_ >= args_.size(); }
+    const std::string& next() { return args_[pos_++]; }
+    std::string value(const std::string& flag) {
+        if (done()) throw UsageError(flag + " needs a value");
+        return next();
+    }
+
+private:
+    const std::vector<std::string>& args_;
+    size_t pos_ = 0;
+};
+
+long long parse_int(const std::string& flag, const std::string& text, long long lo, long long hi) {
+    errno = 0;
+    char* end = nullptr;
+    const long long v = std::strtoll(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || errno == ERANGE)
+        throw UsageError(flag + ": '" + text + "' is not a whole number");
+    if (v < lo || v > hi)
+        throw UsageError(flag + ": " + text + " is out of range (" + std::to_string(lo) + " to " + std::to_string(hi) + ")");
+    return v;
+}
+
+int parse_count(const std::string& flag, const std::string& text, int lo) {
+    return static_cast<int>(parse_int(flag, text, lo, std::numeric_limits<int>::max()));
+}
+
+float parse_float(const std::string& flag, const std::string& text, float lo, float hi, bool hi_open) {
+    errno = 0;
+    char* end = nullptr;
+    const float v = std::strtof(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v))
+        throw UsageError(flag + ": '" + text + "' is not a number");
+    if (v < lo || v > hi || (hi_open && v == hi))
+        throw UsageError(flag + ": " + text + " is out of range");
+    return v;
+}
+
+// Flags that train and eval share. Returns false if `flag` is not one of them.
+bool parse_common(const std::string& flag, ArgReader& r, EngineRequest& engine, std::string& data_dir,
+                  std::string& json_path, int& test_limit) {
+    if (flag == "--variant") engine.variant = r.value(flag);
+    else if (flag == "--device") engine.device = parse_count(flag, r.value(flag), 0);
+    else if (flag == "--data") data_dir = r.value(flag);
+    else if (flag == "--json") json_path = r.value(flag);
+    else if (flag == "--test-limit") test_limit = parse_count(flag, r.value(flag), 1);
+    else return false;
+    if ((flag == "--data" || flag == "--json") && (flag == "--data" ? data_dir : json_path).empty())
+        throw UsageError(flag + " needs a non-empty value");
+    return true;
+}
+
+}  // namespace
+
+Command parse_command_line(const std::vector<std::string>& args) {
+    Command cmd;
+    if (args.empty()) throw UsageError("no command given (try `lenet5 --help`)");
+    ArgReader r(args);
+    const std::string& name = r.next();
+    if (name == "--help" || name == "-h" || name == "help") return cmd;
+    if (name == "--version") {
+        cmd.kind = Command::Kind::Version;
+        return cmd;
+    }
+    if (name == "devices") cmd.kind = Command::Kind::Devices;
+    else if (name == "train") cmd.kind = Command::Kind::Train;
+    else if (name == "eval") cmd.kind = Command::Kind::Eval;
+    else throw UsageError("unknown command '" + name + "' (try `lenet5 --help`)");
+
+    TrainOptions& t = cmd.train;
+    EvalOptions& e = cmd.eval;
+    t.engine.variant = e.engine.variant = LENET5_DEFAULT_VARIANT;
+    while (!r.done()) {
+        const std::string& flag = r.next();
+        if (flag == "--help" || flag == "-h") {
+            cmd.kind = Command::Kind::Help;
+            return cmd;
+        }
+        if (cmd.kind == Command::Kind::Train) {
+            if (parse_common(flag, r, t.engine, t.data_dir, t.json_path, t.test_limit)) continue;
+            if (flag == "--threads") t.engine.threads = parse_count(flag, r.value(flag), 1);
+            else if (flag == "--epochs") t.epochs = parse_count(flag, r.value(flag), 1);
+            else if (flag == "--batch") t.batch = parse_count(flag, r.value(flag), 1);
+            else if (flag == "--lr") t.lr = parse_float(flag, r.value(flag), 0.0f, 10.0f, false);
+            else if (flag == "--momentum") t.momentum = parse_float(flag, r.value(flag), 0.0f, 1.0f, true);
+            else if (flag == "--seed") t.seed = static_cast<uint64_t>(parse_int(flag, r.value(flag), 0, std::numeric_limits<long long>::max()));
+            else if (flag == "--train-limit") t.train_limit = parse_count(flag, r.value(flag), 1);
+            else if (flag == "--save") t.save_path = r.value(flag);
+            else if (flag == "--resume") t.resume_path = r.value(flag);
+            else throw UsageError("unknown option '" + flag + "' for train (try `lenet5 --help`)");
+        } else if (cmd.kind == Command::Kind::Eval) {
+            if (parse_common(flag, r, e.engine, e.data_dir, e.json_path, e.test_limit)) continue;
+            if (flag == "--model") e.model_path = r.value(flag);
+            else if (flag == "--threads") e.engine.threads = parse_count(flag, r.value(flag), 1);
+            else throw UsageError("unknown option '" + flag + "' for eval (try `lenet5 --help`)");
+        } else {
+            throw UsageError("unknown option '" + flag + "' for " + name + " (try `lenet5 --help`)");
+        }
+    }
+    if (cmd.kind == Command::Kind::Train && t.lr == 0.0f) throw UsageError("--lr must be greater than 0");
+    if (cmd.kind == Command::Kind::Eval && e.model_path.empty()) throw UsageError("eval needs --model FILE");
+    return cmd;
+}
+
+}  // namespace lenet5

@@ -1,0 +1,27 @@
+// The command line of DESIGN.md: parsing and the help text.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "trainer.h"
+
+namespace lenet5 {
+
+struct EvalOptions {
+    EngineRequest engine;
+    std::string model_path, data_dir, json_path;
+    int test_limit = 0;
+};
+
+struct Command {
+    enum class Kind { Train, Eval, Devices, Help, Version } kind = Kind::Help;
+    TrainOptions train;
+    EvalOptions eval;
+};
+
+// Throws UsageError (exit 2) for an unknown command or flag, a missing or bad value.
+Command parse_command_line(const std::vector<std::string>& args);
+
+std::string help_text();
+
+}  // namespace lenet5

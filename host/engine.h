@@ -1,0 +1,65 @@
+// The interface every variant implements. The training loop (trainer.cpp) is
+// written once against it. An engine owns the parameters, gradients, momentum
+// and both data sets; the host only sends the shuffled order once per epoch and
+// asks for (first, count) batches, so an OpenCL engine keeps everything resident.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mnist.h"
+#include "network.h"
+
+namespace lenet5 {
+
+// Milliseconds spent per phase since the last take_times().
+struct PhaseTimes {
+    double forward_ms = 0, backward_ms = 0, update_ms = 0, transfer_ms = 0;
+};
+
+// Summed since the last take_counters(): over the samples of every forward().
+struct Counters {
+    double loss_sum = 0;  // sum of per-sample cross-entropy
+    int64_t correct = 0;
+    int64_t samples = 0;
+};
+
+class Engine {
+public:
+    virtual ~Engine() = default;
+
+    virtual std::string variant() const = 0;
+    virtual std::string device() const = 0;    // e.g. "host (2 threads)" or the OpenCL device name
+    virtual std::string platform() const = 0;  // e.g. "host" or the OpenCL platform name
+
+    // Called once per split before it is used; images stay where the engine runs.
+    virtual void upload(Split split, const Dataset& data) = 0;
+
+    // Parameters (Network::param_count floats, the flat layout of network.h).
+    // set_params also zeroes the momentum.
+    virtual void set_params(const std::vector<float>& params) = 0;
+    virtual std::vector<float> params() = 0;
+    virtual void set_momentum_buffer(const std::vector<float>& velocity) = 0;
+    virtual std::vector<float> momentum_buffer() = 0;
+
+    // The training order of this epoch (a permutation of the training set).
+    virtual void set_order(const std::vector<int32_t>& order) = 0;
+
+    // Forward over `count` samples: for Train, the samples order[first .. first+count);
+    // for Test, the samples first .. first+count. Adds to the counters.
+    virtual void forward(Split split, int first, int count) = 0;
+    // Gradients of the mean cross-entropy of the last Train forward (overwrites, not accumulates).
+    virtual void backward() = 0;
+    // SGD with momentum over the whole flat buffer: v = momentum*v + g; p -= lr*v.
+    virtual void update(float lr, float momentum) = 0;
+
+    virtual Counters take_counters() = 0;  // waits for the queued work
+    virtual PhaseTimes take_times() = 0;
+
+    // For tests: the last forward's output of layer `layer` ([count][out.size()],
+    // pre-softmax logits for the last layer), and the last backward's gradients.
+    virtual std::vector<float> layer_output(size_t layer) = 0;
+    virtual std::vector<float> gradients() = 0;
+};
+
+}  // namespace lenet5

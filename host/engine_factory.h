@@ -1,0 +1,27 @@
+// Variant names -> engines. Which variants exist depends on the build (CMake options).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine.h"
+
+namespace lenet5 {
+
+struct EngineRequest {
+    std::string variant = "auto";  // cpu, avx, omp, gpu, gpu-constant, gpu-local, or auto
+    int device = -1;               // OpenCL device index from `lenet5 devices`; -1 = the first GPU, else the first device
+    int threads = 0;               // omp: 0 = OMP_NUM_THREADS or all cores
+};
+
+// Every variant name the program knows, built or not.
+const std::vector<std::string>& known_variants();
+// The variants compiled into this build.
+std::vector<std::string> built_variants();
+
+// Resolves `auto` (gpu-local on the first GPU of any platform, else omp, else cpu)
+// and builds the engine. Throws UsageError for an unknown name and Error for a
+// variant this build or machine lacks.
+std::unique_ptr<Engine> make_engine(const Network& net, const EngineRequest& request);
+
+}  // namespace lenet5

@@ -1,0 +1,154 @@
+#include "host_engine.h"
+
+#include <algorithm>
+
+#include "error.h"
+#include "preprocess.h"
+
+namespace lenet5 {
+
+HostEngine::HostEngine(Network net, std::string variant, const HostOps& ops, int threads)
+    : net_(std::move(net)), variant_(std::move(variant)), ops_(ops), threads_(std::max(1, threads)) {
+    params_.assign(net_.param_count, 0.0f);
+    velocity_.assign(net_.param_count, 0.0f);
+    grads_.assign(net_.param_count, 0.0f);
+    if (threads_ > 1) thread_grads_.assign(static_cast<size_t>(threads_), std::vector<float>(net_.param_count));
+    int largest = net_.input.size();
+    for (const auto& l : net_.layers) largest = std::max(largest, l.out.size());
+    scratch_.assign(static_cast<size_t>(threads_), std::vector<float>(2 * static_cast<size_t>(largest)));
+    acts_.resize(net_.layers.size() + 1);
+}
+
+std::string HostEngine::device() const {
+    return "host (" + std::to_string(threads_) + (threads_ == 1 ? " thread)" : " threads)");
+}
+
+double HostEngine::ms_since(Clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+void HostEngine::upload(Split split, const Dataset& data) { (split == Split::Train ? train_ : test_) = data; }
+
+void HostEngine::check_params(const std::vector<float>& v, const char* what) const {
+    if (v.size() != net_.param_count)
+        throw Error(std::string(what) + " has " + std::to_string(v.size()) + " values, the network needs " +
+                    std::to_string(net_.param_count));
+}
+
+void HostEngine::set_params(const std::vector<float>& params) {
+    check_params(params, "parameter buffer");
+    params_ = params;
+    std::fill(velocity_.begin(), velocity_.end(), 0.0f);
+}
+
+void HostEngine::set_momentum_buffer(const std::vector<float>& velocity) {
+    check_params(velocity, "momentum buffer");
+    velocity_ = velocity;
+}
+
+void HostEngine::reserve(int count) {
+    if (count <= capacity_) return;
+    capacity_ = count;
+    acts_[0].resize(static_cast<size_t>(count) * net_.input.size());
+    for (size_t k = 0; k < net_.layers.size(); ++k)
+        acts_[k + 1].resize(static_cast<size_t>(count) * net_.layers[k].out.size());
+    dlogits_.resize(static_cast<size_t>(count) * net_.classes);
+    losses_.resize(static_cast<size_t>(count));
+    hits_.resize(static_cast<size_t>(count));
+}
+
+void HostEngine::forward(Split split, int first, int count) {
+    const auto t0 = Clock::now();
+    const Dataset& data = split == Split::Train ? train_ : test_;
+    const int limit = split == Split::Train ? static_cast<int>(order_.size()) : data.count;
+    if (count <= 0 || first < 0 || first + count > limit)
+        throw Error("batch " + std::to_string(first) + "+" + std::to_string(count) + " is outside the " +
+                    (split == Split::Train ? "training order" : "test set"));
+    reserve(count);
+    count_ = count;
+    last_was_train_ = split == Split::Train;
+    const float scale = 1.0f / static_cast<float>(count);
+    const size_t L = net_.layers.size();
+
+#pragma omp parallel for num_threads(threads_) schedule(static) if (threads_ > 1)
+    for (int s = 0; s < count; ++s) {
+        const int index = split == Split::Train ? order_[static_cast<size_t>(first + s)] : first + s;
+        float* x = acts_[0].data() + static_cast<size_t>(s) * net_.input.size();
+        image_to_input(data.image(index), data.rows, data.cols, net_.input, x);
+        for (size_t k = 0; k < L; ++k) {
+            const LayerSpec& l = net_.layers[k];
+            ops_.forward(l, params_.data(), acts_[k].data() + static_cast<size_t>(s) * l.in.size(),
+                         acts_[k + 1].data() + static_cast<size_t>(s) * l.out.size());
+        }
+        bool hit = false;
+        losses_[static_cast<size_t>(s)] = softmax_cross_entropy(
+            acts_[L].data() + static_cast<size_t>(s) * net_.classes, net_.classes, data.labels[static_cast<size_t>(index)],
+            scale, dlogits_.data() + static_cast<size_t>(s) * net_.classes, hit);
+        hits_[static_cast<size_t>(s)] = hit;
+    }
+    for (int s = 0; s < count; ++s) {  // in sample order, so the sum is deterministic
+        counters_.loss_sum += losses_[static_cast<size_t>(s)];
+        counters_.correct += hits_[static_cast<size_t>(s)];
+    }
+    counters_.samples += count;
+    times_.forward_ms += ms_since(t0);
+}
+
+void HostEngine::backward() {
+    const auto t0 = Clock::now();
+    if (!last_was_train_) throw Error("backward() needs a training forward() first");
+    const size_t L = net_.layers.size();
+    const int T = std::min(threads_, count_);
+
+#pragma omp parallel for num_threads(T) schedule(static, 1) if (T > 1)
+    for (int t = 0; t < T; ++t) {
+        float* g = T > 1 ? thread_grads_[static_cast<size_t>(t)].data() : grads_.data();
+        std::fill(g, g + net_.param_count, 0.0f);
+        float* a = scratch_[static_cast<size_t>(t)].data();
+        float* b = a + scratch_[static_cast<size_t>(t)].size() / 2;
+        // Thread t owns the contiguous slice [begin, end) of the batch.
+        const int begin = count_ * t / T, end = count_ * (t + 1) / T;
+        for (int s = begin; s < end; ++s) {
+            std::copy_n(dlogits_.data() + static_cast<size_t>(s) * net_.classes, net_.classes, a);
+            for (size_t k = L; k-- > 0;) {
+                const LayerSpec& l = net_.layers[k];
+                ops_.backward(l, params_.data(), acts_[k].data() + static_cast<size_t>(s) * l.in.size(),
+                              acts_[k + 1].data() + static_cast<size_t>(s) * l.out.size(), a, k ? b : nullptr, g);
+                std::swap(a, b);
+            }
+        }
+    }
+    if (T > 1) {
+        std::fill(grads_.begin(), grads_.end(), 0.0f);
+        for (int t = 0; t < T; ++t) {
+            const float* g = thread_grads_[static_cast<size_t>(t)].data();
+            for (size_t i = 0; i < grads_.size(); ++i) grads_[i] += g[i];
+        }
+    }
+    times_.backward_ms += ms_since(t0);
+}
+
+void HostEngine::update(float lr, float momentum) {
+    const auto t0 = Clock::now();
+    ops_.update(params_.data(), velocity_.data(), grads_.data(), params_.size(), lr, momentum);
+    times_.update_ms += ms_since(t0);
+}
+
+Counters HostEngine::take_counters() {
+    Counters c = counters_;
+    counters_ = {};
+    return c;
+}
+
+PhaseTimes HostEngine::take_times() {
+    PhaseTimes t = times_;
+    times_ = {};
+    return t;
+}
+
+std::vector<float> HostEngine::layer_output(size_t layer) {
+    const size_t n = static_cast<size_t>(count_) * net_.layers.at(layer).out.size();
+    return std::vector<float>(acts_[layer + 1].begin(), acts_[layer + 1].begin() + static_cast<std::ptrdiff_t>(n));
+}
+
+}  // namespace lenet5

@@ -1,0 +1,57 @@
+#include "report.h"
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+namespace lenet5 {
+
+void print_run_header(std::ostream& out, const RunInfo& info, const TrainOptions& o) {
+    out << "lenet5: variant " << info.variant << " on " << info.device << " [" << info.platform << "], "
+        << info.train_samples << " training / " << info.test_samples << " test images, batch " << o.batch
+        << ", lr " << o.lr << ", momentum " << o.momentum << ", seed " << o.seed << "\n";
+}
+
+void print_table_header(std::ostream& out) {
+    out << "epoch  forward_ms  backward_ms  update_ms    wall_ms  train_loss  test_acc\n";
+}
+
+void print_table_row(std::ostream& out, const EpochResult& r) {
+    char line[160];
+    std::snprintf(line, sizeof line, "%5d  %10.1f  %11.1f  %9.1f  %9.1f  %10.4f  %7.2f%%\n", r.epoch,
+                  r.times.forward_ms, r.times.backward_ms, r.times.update_ms, r.wall_ms, r.train_loss,
+                  100.0 * r.test_accuracy);
+    out << line << std::flush;
+}
+
+std::string train_report_json(const TrainResult& result, const TrainOptions& o) {
+    nlohmann::ordered_json j;
+    j["variant"] = result.info.variant;
+    j["device"] = result.info.device;
+    j["platform"] = result.info.platform;
+    j["batch"] = o.batch;
+    j["lr"] = o.lr;
+    j["momentum"] = o.momentum;
+    j["seed"] = o.seed;
+    j["train_samples"] = result.info.train_samples;
+    j["test_samples"] = result.info.test_samples;
+    j["epochs"] = nlohmann::ordered_json::array();
+    for (const auto& r : result.epochs) {
+        nlohmann::ordered_json e;
+        e["epoch"] = r.epoch;
+        e["forward_ms"] = r.times.forward_ms;
+        e["backward_ms"] = r.times.backward_ms;
+        e["update_ms"] = r.times.update_ms;
+        e["transfer_ms"] = r.times.transfer_ms;
+        e["wall_ms"] = r.wall_ms;
+        e["eval_ms"] = r.eval_ms;
+        e["train_loss"] = r.train_loss;
+        e["train_accuracy"] = r.train_accuracy;
+        e["test_loss"] = r.test_loss;
+        e["test_accuracy"] = r.test_accuracy;
+        j["epochs"].push_back(e);
+    }
+    j["final_test_accuracy"] = result.epochs.empty() ? 0.0 : result.epochs.back().test_accuracy;
+    return j.dump(2) + "\n";
+}
+
+}  // namespace lenet5

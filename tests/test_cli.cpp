@@ -1,0 +1,97 @@
+// The command line's contract: exit codes and one-line error messages.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "test_support.h"
+
+namespace {
+
+struct Result {
+    int status;
+    std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+    std::ifstream f(path);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+}
+
+Result run(const std::string& args) {
+    const std::string dir = ::testing::TempDir();
+    const std::string out = dir + "lenet5_cli_out.txt", err = dir + "lenet5_cli_err.txt";
+    const std::string cmd = std::string(LENET5_BINARY) + " " + args + " >" + out + " 2>" + err + " </dev/null";
+    const int raw = std::system(cmd.c_str());
+    return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(out), slurp(err)};
+}
+
+void expect_usage_error(const std::string& args, const std::string& mentions) {
+    const Result r = run(args);
+    EXPECT_EQ(r.status, 2) << args;
+    EXPECT_EQ(r.err.rfind("lenet5: error: ", 0), 0u) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(mentions), std::string::npos) << args << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << r.err;
+}
+
+}  // namespace
+
+TEST(Cli, HelpAndVersion) {
+    Result r = run("--help");
+    EXPECT_EQ(r.status, 0);
+    EXPECT_NE(r.out.find("lenet5 train"), std::string::npos);
+    for (const char* flag : {"--variant", "--device", "--epochs", "--batch", "--lr", "--momentum", "--seed",
+                             "--train-limit", "--test-limit", "--data", "--json", "--save", "--resume", "--model"})
+        EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+    EXPECT_EQ(run("train --help").status, 0);
+    r = run("--version");
+    EXPECT_EQ(r.status, 0);
+    EXPECT_EQ(r.out.rfind("lenet5 ", 0), 0u);
+}
+
+TEST(Cli, BadCommandLinesExitTwoWithOneLine) {
+    expect_usage_error("", "no command");
+    expect_usage_error("fly", "unknown command 'fly'");
+    expect_usage_error("train --bogus", "unknown option '--bogus'");
+    expect_usage_error("train --epochs", "--epochs needs a value");
+    expect_usage_error("train --epochs zero", "'zero' is not a whole number");
+    expect_usage_error("train --epochs 0", "out of range");
+    expect_usage_error("train --batch -3", "out of range");
+    expect_usage_error("train --batch 12x", "not a whole number");
+    expect_usage_error("train --lr abc", "not a number");
+    expect_usage_error("train --lr 0", "--lr must be greater than 0");
+    expect_usage_error("train --momentum 1", "out of range");
+    expect_usage_error("train --variant turbo", "unknown variant 'turbo'");
+    expect_usage_error("eval", "eval needs --model");
+    expect_usage_error("devices --epochs 3", "unknown option");
+}
+
+TEST(Cli, MissingDataFolderExitsOneNamingTheFile) {
+    const Result r = run("train --variant cpu --data /nonexistent/mnist --epochs 1");
+    EXPECT_EQ(r.status, 1);
+    EXPECT_EQ(r.err.rfind("lenet5: error: ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find("/nonexistent/mnist"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("fetch_mnist.sh"), std::string::npos) << r.err;
+}
+
+TEST(Cli, TrainPrintsTableAndWritesJson) {
+    const std::string dir = lenet5::test::mnist_dir();
+    if (dir.empty()) GTEST_SKIP() << "MNIST not fetched (run data/fetch_mnist.sh)";
+    const std::string json = ::testing::TempDir() + "lenet5_cli_report.json";
+    std::remove(json.c_str());
+    const Result r = run("train --variant cpu --epochs 2 --train-limit 640 --test-limit 200 --batch 32 --data " +
+                         dir + " --json " + json);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("forward_ms"), std::string::npos);
+    EXPECT_NE(r.out.find("\n    2 "), std::string::npos) << r.out;  // the second epoch's row
+    const std::string report = slurp(json);
+    for (const char* key : {"\"variant\": \"cpu\"", "\"batch\": 32", "\"train_samples\": 640", "\"test_samples\": 200",
+                            "\"epoch\": 2", "\"forward_ms\"", "\"backward_ms\"", "\"update_ms\"", "\"transfer_ms\"",
+                            "\"wall_ms\"", "\"train_loss\"", "\"train_accuracy\"", "\"test_accuracy\"",
+                            "\"final_test_accuracy\""})
+        EXPECT_NE(report.find(key), std::string::npos) << key << " in " << report;
+}
