@@ -7,6 +7,9 @@
 #include "error.h"
 #include "progress.h"
 #include "report.h"
+#ifdef LENET5_HAVE_OPENCL
+#include "opencl_backend.h"
+#endif
 
 using namespace lenet5;
 
@@ -36,7 +39,13 @@ int run(const std::vector<std::string>& args) {
     switch (cmd.kind) {
         case Command::Kind::Help: std::cout << help_text(); return 0;
         case Command::Kind::Version: std::cout << "lenet5 " LENET5_VERSION "\n"; return 0;
-        case Command::Kind::Devices: throw Error("this build has no OpenCL support (configure with -DLENET5_OPENCL=ON)");
+        case Command::Kind::Devices:
+#ifdef LENET5_HAVE_OPENCL
+            print_opencl_devices(std::cout);
+            return 0;
+#else
+            throw Error("this build has no OpenCL support (configure with -DLENET5_OPENCL=ON)");
+#endif
         case Command::Kind::Eval: throw Error("eval is not implemented yet in this version");
         case Command::Kind::Train: return run_train(cmd.train);
     }

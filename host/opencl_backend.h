@@ -1,0 +1,23 @@
+// The OpenCL variants (gpu, gpu-constant, gpu-local), present when the build has
+// OpenCL (LENET5_HAVE_OPENCL). Implemented in host/opencl_*.cpp.
+#pragma once
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include "engine.h"
+
+namespace lenet5 {
+
+// Builds the engine of `variant` on OpenCL device `device` (the index of
+// `lenet5 devices`; -1 = the first GPU of any platform, else device 0).
+// Throws Error when there is no such device or it lacks what the variant needs.
+std::unique_ptr<Engine> make_opencl_engine(const Network& net, const std::string& variant, int device);
+
+// True when some platform has a GPU (what `auto` looks for).
+bool opencl_gpu_available();
+
+// `lenet5 devices`: one line per device across all platforms.
+void print_opencl_devices(std::ostream& out);
+
+}  // namespace lenet5
