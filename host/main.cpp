@@ -1,8 +1,11 @@
 // lenet5: the command-line entry point. Every failure ends here as one line
-// `lenet5: error: ...` and an exit status (2 usage, 1 anything else).
+// `lenet5: error: ...` and an exit status (2 usage, 1 anything else, 128+signal
+// when interrupted).
+#include <csignal>
 #include <iostream>
 
 #include "atomic_file.h"
+#include "checkpoint.h"
 #include "cli.h"
 #include "error.h"
 #include "progress.h"
@@ -14,6 +17,19 @@
 using namespace lenet5;
 
 namespace {
+
+volatile std::sig_atomic_t g_signal = 0;
+
+extern "C" void on_signal(int sig) { g_signal = sig; }
+
+// SIGINT/SIGTERM let the current step finish; the loop then saves and stops.
+void install_signal_handlers() {
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+}
 
 int run_train(const TrainOptions& options) {
     ProgressBar bar;
@@ -29,8 +45,35 @@ int run_train(const TrainOptions& options) {
         bar.clear();
         print_table_row(std::cout, r);
     };
+    observer.stop_requested = [] { return static_cast<int>(g_signal); };
+    install_signal_handlers();
     const TrainResult result = train(options, observer);
+    bar.clear();
     if (!options.json_path.empty()) write_file_atomic(options.json_path, train_report_json(result, options));
+    if (result.stopped_by) {
+        std::cerr << "lenet5: interrupted by " << (result.stopped_by == SIGINT ? "SIGINT" : "SIGTERM") << " in epoch "
+                  << result.stopped_epoch << " after step " << result.stopped_step
+                  << (options.save_path.empty() ? "; nothing saved (no --save)" : "; checkpoint saved to " + options.save_path)
+                  << "\n";
+        return 128 + result.stopped_by;
+    }
+    return 0;
+}
+
+int run_eval(const EvalOptions& o) {
+    const Network net = lenet5_network();
+    const Checkpoint c = load_checkpoint(o.model_path);
+    check_network(c, net, o.model_path);
+    const Dataset test_set = load_mnist(resolve_data_dir(o.data_dir), Split::Test, o.test_limit);
+    auto engine = make_engine(net, o.engine);
+    engine->upload(Split::Test, test_set);
+    engine->set_params(c.params);
+    const RunInfo info{engine->variant(), engine->device(), engine->platform(), 0, test_set.count, 1};
+    const EvalResult r = evaluate(*engine, net, test_set, true);
+    std::cout << "lenet5: " << o.model_path << " (epoch " << c.epoch << ") on " << info.variant << ", " << info.device
+              << " [" << info.platform << "]\n";
+    print_eval(std::cout, r);
+    if (!o.json_path.empty()) write_file_atomic(o.json_path, eval_report_json(r, o.model_path, info));
     return 0;
 }
 
@@ -46,7 +89,7 @@ int run(const std::vector<std::string>& args) {
 #else
             throw Error("this build has no OpenCL support (configure with -DLENET5_OPENCL=ON)");
 #endif
-        case Command::Kind::Eval: throw Error("eval is not implemented yet in this version");
+        case Command::Kind::Eval: return run_eval(cmd.eval);
         case Command::Kind::Train: return run_train(cmd.train);
     }
     return 1;

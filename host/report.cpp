@@ -23,6 +23,37 @@ void print_table_row(std::ostream& out, const EpochResult& r) {
     out << line << std::flush;
 }
 
+void print_eval(std::ostream& out, const EvalResult& r) {
+    char line[160];
+    std::snprintf(line, sizeof line, "test samples %d, loss %.4f, accuracy %.2f%%\n", r.samples, r.loss,
+                  100.0 * r.accuracy);
+    out << line << "confusion (rows: true digit, columns: predicted)\n     ";
+    for (size_t k = 0; k < r.confusion.size(); ++k) out << (k < 10 ? "     " : "    ") << k;
+    out << "\n";
+    for (size_t t = 0; t < r.confusion.size(); ++t) {
+        std::snprintf(line, sizeof line, "%5zu", t);
+        out << line;
+        for (int64_t n : r.confusion[t]) {
+            std::snprintf(line, sizeof line, " %5lld", static_cast<long long>(n));
+            out << line;
+        }
+        out << "\n";
+    }
+}
+
+std::string eval_report_json(const EvalResult& r, const std::string& model, const RunInfo& info) {
+    nlohmann::ordered_json j;
+    j["model"] = model;
+    j["variant"] = info.variant;
+    j["device"] = info.device;
+    j["platform"] = info.platform;
+    j["test_samples"] = r.samples;
+    j["test_loss"] = r.loss;
+    j["test_accuracy"] = r.accuracy;
+    j["confusion"] = r.confusion;
+    return j.dump() + "\n";
+}
+
 std::string train_report_json(const TrainResult& result, const TrainOptions& o) {
     nlohmann::ordered_json j;
     j["variant"] = result.info.variant;

@@ -11,6 +11,10 @@ void print_run_header(std::ostream& out, const RunInfo& info, const TrainOptions
 void print_table_header(std::ostream& out);
 void print_table_row(std::ostream& out, const EpochResult& r);
 
+// `lenet5 eval`: accuracy, loss and the confusion matrix, as text and as JSON.
+void print_eval(std::ostream& out, const EvalResult& r);
+std::string eval_report_json(const EvalResult& r, const std::string& model, const RunInfo& info);
+
 // The JSON report of DESIGN.md, as text.
 std::string train_report_json(const TrainResult& result, const TrainOptions& options);
 

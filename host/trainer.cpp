@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "checkpoint.h"
 #include "error.h"
 #include "mnist.h"
 #include "rng.h"
@@ -15,21 +16,42 @@ double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std
 
 // Test passes use larger batches than training: there is no update between them.
 constexpr int kEvalBatch = 1000;
+// The loss is checked for NaN/inf every this many steps: a short wait for the
+// device that also keeps the progress bar honest on a queued GPU.
+constexpr int kCheckEvery = 50;
 
 // The shuffle of each epoch depends only on the seed and the epoch number, so a
 // resumed run sees the same orders as a straight one.
-std::vector<int32_t> epoch_order(int samples, uint64_t seed, int epoch) {
-    Rng rng(seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch));
-    return shuffled_order(samples, rng);
+uint64_t epoch_rng_state(uint64_t seed, int epoch) {
+    return seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch);
+}
+
+void add(Counters& total, const Counters& c) {
+    total.loss_sum += c.loss_sum;
+    total.correct += c.correct;
+    total.samples += c.samples;
 }
 }  // namespace
 
-EvalResult evaluate(Engine& engine, int test_samples) {
-    engine.take_counters();
-    for (int first = 0; first < test_samples; first += kEvalBatch)
-        engine.forward(Split::Test, first, std::min(kEvalBatch, test_samples - first));
-    const Counters c = engine.take_counters();
+EvalResult evaluate(Engine& engine, const Network& net, const Dataset& test_set, bool confusion) {
     EvalResult r;
+    const size_t classes = static_cast<size_t>(net.classes);
+    if (confusion) r.confusion.assign(classes, std::vector<int64_t>(classes, 0));
+    engine.take_counters();
+    for (int first = 0; first < test_set.count; first += kEvalBatch) {
+        const int count = std::min(kEvalBatch, test_set.count - first);
+        engine.forward(Split::Test, first, count);
+        if (!confusion) continue;
+        const std::vector<float> logits = engine.layer_output(net.layers.size() - 1);
+        for (int s = 0; s < count; ++s) {
+            const float* z = logits.data() + static_cast<size_t>(s) * classes;
+            size_t best = 0;  // the first maximum, as the engines count it
+            for (size_t k = 1; k < classes; ++k)
+                if (z[k] > z[best]) best = k;
+            ++r.confusion[test_set.labels[static_cast<size_t>(first + s)]][best];
+        }
+    }
+    const Counters c = engine.take_counters();
     r.samples = static_cast<int>(c.samples);
     r.loss = c.samples ? c.loss_sum / static_cast<double>(c.samples) : 0.0;
     r.accuracy = c.samples ? static_cast<double>(c.correct) / static_cast<double>(c.samples) : 0.0;
@@ -37,46 +59,100 @@ EvalResult evaluate(Engine& engine, int test_samples) {
 }
 
 TrainResult train(const TrainOptions& o, const TrainObserver& observer) {
-    if (!o.save_path.empty() || !o.resume_path.empty())
-        throw Error("--save and --resume are not implemented yet in this version");
     const Network net = lenet5_network();
-    const std::string dir = resolve_data_dir(o.data_dir);
-    const Dataset train_set = load_mnist(dir, Split::Train, o.train_limit);
-    const Dataset test_set = load_mnist(dir, Split::Test, o.test_limit);
+    Checkpoint resume;
+    TrainOptions opt = o;
+    if (!o.resume_path.empty()) {
+        resume = load_checkpoint(o.resume_path);
+        check_network(resume, net, o.resume_path);
+        opt.seed = resume.seed;  // the shuffles must continue as they began
+        if (static_cast<int>(resume.epoch) >= o.epochs)
+            throw Error(o.resume_path + ": checkpoint has already trained " + std::to_string(resume.epoch) +
+                        " epochs; --epochs " + std::to_string(o.epochs) + " asks for no more");
+    }
+    const std::string dir = resolve_data_dir(opt.data_dir);
+    const Dataset train_set = load_mnist(dir, Split::Train, opt.train_limit);
+    const Dataset test_set = load_mnist(dir, Split::Test, opt.test_limit);
 
-    auto engine = make_engine(net, o.engine);
+    auto engine = make_engine(net, opt.engine);
     engine->upload(Split::Train, train_set);
     engine->upload(Split::Test, test_set);
-    engine->set_params(init_params(net, o.seed));
+    int first_epoch = 1, first_step = 0;
+    if (o.resume_path.empty()) {
+        engine->set_params(init_params(net, opt.seed));
+    } else {
+        engine->set_params(resume.params);
+        engine->set_momentum_buffer(resume.velocity);
+        first_epoch = static_cast<int>(resume.epoch) + 1;
+        first_step = static_cast<int>(resume.step);
+    }
 
     TrainResult result;
-    result.info = {engine->variant(), engine->device(), engine->platform(), train_set.count, test_set.count};
+    result.info = {engine->variant(), engine->device(), engine->platform(), train_set.count, test_set.count, first_epoch};
     if (observer.on_start) observer.on_start(result.info);
 
-    const int steps = (train_set.count + o.batch - 1) / o.batch;
-    for (int epoch = 1; epoch <= o.epochs; ++epoch) {
+    auto save = [&](int epochs_done, int steps_done) {
+        if (opt.save_path.empty()) return;
+        Checkpoint c;
+        c.network_hash = net.hash();
+        c.network_description = net.describe();
+        c.epoch = static_cast<uint32_t>(epochs_done);
+        c.step = static_cast<uint32_t>(steps_done);
+        c.seed = opt.seed;
+        c.rng_state = epoch_rng_state(opt.seed, epochs_done + 1);
+        c.batch = static_cast<uint32_t>(opt.batch);
+        c.lr = opt.lr;
+        c.momentum = opt.momentum;
+        c.params = engine->params();
+        c.velocity = engine->momentum_buffer();
+        save_checkpoint(opt.save_path, c);
+    };
+
+    const int steps = (train_set.count + opt.batch - 1) / opt.batch;
+    if (first_step >= steps) {  // interrupted after the last step of an epoch
+        ++first_epoch;
+        first_step = 0;
+    }
+    for (int epoch = first_epoch; epoch <= opt.epochs; ++epoch) {
         engine->take_times();
         engine->take_counters();
         const auto t0 = Clock::now();
-        engine->set_order(epoch_order(train_set.count, o.seed, epoch));
-        for (int step = 0; step < steps; ++step) {
-            const int first = step * o.batch;
-            engine->forward(Split::Train, first, std::min(o.batch, train_set.count - first));
+        Rng rng(epoch_rng_state(opt.seed, epoch));
+        engine->set_order(shuffled_order(train_set.count, rng));
+        Counters total;
+        for (int step = epoch == first_epoch ? first_step : 0; step < steps; ++step) {
+            const int first = step * opt.batch;
+            engine->forward(Split::Train, first, std::min(opt.batch, train_set.count - first));
             engine->backward();
-            engine->update(o.lr, o.momentum);
+            engine->update(opt.lr, opt.momentum);
+            if ((step + 1) % kCheckEvery == 0 || step + 1 == steps) {
+                const Counters c = engine->take_counters();
+                if (!std::isfinite(c.loss_sum))
+                    throw Error("training diverged in epoch " + std::to_string(epoch) + " by step " +
+                                std::to_string(step + 1) + " (the loss is not finite); the last checkpoint is kept" +
+                                "; try a smaller --lr");
+                add(total, c);
+            }
             if (observer.on_step) observer.on_step(epoch, step + 1, steps);
+            if (const int sig = observer.stop_requested ? observer.stop_requested() : 0) {
+                engine->take_counters();
+                save(epoch - 1, step + 1);
+                result.stopped_by = sig;
+                result.stopped_epoch = epoch;
+                result.stopped_step = step + 1;
+                result.params = engine->params();
+                return result;
+            }
         }
-        const Counters c = engine->take_counters();  // waits for the device
         EpochResult r;
         r.epoch = epoch;
         r.wall_ms = ms_since(t0);
         r.times = engine->take_times();
-        r.train_loss = c.loss_sum / static_cast<double>(c.samples);
-        r.train_accuracy = static_cast<double>(c.correct) / static_cast<double>(c.samples);
-        if (!std::isfinite(r.train_loss))
-            throw Error("training diverged in epoch " + std::to_string(epoch) + " (loss is not finite); try a smaller --lr");
+        r.train_loss = total.loss_sum / static_cast<double>(total.samples);
+        r.train_accuracy = static_cast<double>(total.correct) / static_cast<double>(total.samples);
+        save(epoch, 0);
         const auto t1 = Clock::now();
-        const EvalResult test = evaluate(*engine, test_set.count);
+        const EvalResult test = evaluate(*engine, net, test_set, false);
         r.eval_ms = ms_since(t1);
         r.test_loss = test.loss;
         r.test_accuracy = test.accuracy;
@@ -84,6 +160,7 @@ TrainResult train(const TrainOptions& o, const TrainObserver& observer) {
         result.epochs.push_back(r);
         if (observer.on_epoch) observer.on_epoch(r);
     }
+    result.params = engine->params();
     return result;
 }
 

@@ -11,7 +11,7 @@ namespace lenet5 {
 
 struct TrainOptions {
     EngineRequest engine;
-    int epochs = 10;
+    int epochs = 10;  // the epoch to train up to (also when resuming)
     int batch = 64;
     float lr = 0.05f;
     float momentum = 0.9f;
@@ -34,26 +34,34 @@ struct EpochResult {
 struct RunInfo {
     std::string variant, device, platform;
     int train_samples = 0, test_samples = 0;
+    int first_epoch = 1;  // > 1 when resuming
 };
 
 struct EvalResult {
     double loss = 0, accuracy = 0;
     int samples = 0;
+    std::vector<std::vector<int64_t>> confusion;  // [true digit][predicted digit]
 };
 
-// Evaluates the engine's current parameters on its test set.
-EvalResult evaluate(Engine& engine, int test_samples);
+// Evaluates the engine's current parameters on its test set (`test_set` is what
+// was uploaded as Split::Test); the confusion matrix only when asked.
+EvalResult evaluate(Engine& engine, const Network& net, const Dataset& test_set, bool confusion);
 
 // Observers, so the loop does no printing itself.
 struct TrainObserver {
     std::function<void(const RunInfo&)> on_start;
     std::function<void(int epoch, int step, int steps)> on_step;  // after each step is queued
     std::function<void(const EpochResult&)> on_epoch;
+    // Polled after every step: non-zero (a signal number) ends training after that step.
+    std::function<int()> stop_requested;
 };
 
 struct TrainResult {
     RunInfo info;
     std::vector<EpochResult> epochs;
+    std::vector<float> params;  // the final parameters
+    int stopped_by = 0;         // the signal that ended training early, else 0
+    int stopped_epoch = 0, stopped_step = 0;
 };
 
 TrainResult train(const TrainOptions& options, const TrainObserver& observer = {});
