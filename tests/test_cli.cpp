@@ -95,3 +95,36 @@ TEST(Cli, TrainPrintsTableAndWritesJson) {
                             "\"final_test_accuracy\""})
         EXPECT_NE(report.find(key), std::string::npos) << key << " in " << report;
 }
+
+TEST(Cli, SigintFinishesTheStepSavesAndExits130) {
+    const std::string dir = lenet5::test::mnist_dir();
+    if (dir.empty()) GTEST_SKIP() << "MNIST not fetched (run data/fetch_mnist.sh)";
+    const std::string ck = ::testing::TempDir() + "lenet5_cli_sigint.ck";
+    std::remove(ck.c_str());
+    const std::string err = ::testing::TempDir() + "lenet5_cli_sigint_err.txt";
+    // The shell sends SIGINT two seconds into a run far longer than that.
+    const std::string cmd = "(" + std::string(LENET5_BINARY) + " train --variant cpu --epochs 50 --train-limit 2000 " +
+                            "--test-limit 100 --data " + dir + " --save " + ck + " >/dev/null 2>" + err +
+                            " & p=$!; sleep 2; kill -INT $p; wait $p)";
+    const int raw = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(raw));
+    EXPECT_EQ(WEXITSTATUS(raw), 130);
+    const std::string msg = slurp(err);
+    EXPECT_NE(msg.find("lenet5: interrupted by SIGINT"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("checkpoint saved to " + ck), std::string::npos) << msg;
+    // The checkpoint it saved evaluates.
+    const Result e = run("eval --variant cpu --model " + ck + " --test-limit 100 --data " + dir);
+    EXPECT_EQ(e.status, 0) << e.err;
+    EXPECT_NE(e.out.find("confusion"), std::string::npos);
+}
+
+TEST(Cli, EvalOfABrokenCheckpointExitsOne) {
+    const std::string bad = ::testing::TempDir() + "lenet5_cli_bad.ck";
+    {
+        std::ofstream f(bad);
+        f << "not a checkpoint";
+    }
+    const Result r = run("eval --model " + bad + " --variant cpu");
+    EXPECT_EQ(r.status, 1);
+    EXPECT_EQ(r.err, "lenet5: error: " + bad + ": not a lenet5 checkpoint (bad magic)\n");
+}

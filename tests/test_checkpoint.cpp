@@ -1,0 +1,211 @@
+// Checkpoints: the format round-trips, every malformed file gives its documented
+// error, resume is bit-identical to a straight run, and a save killed at any
+// moment leaves a whole checkpoint.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "checkpoint.h"
+#include "error.h"
+#include "test_support.h"
+#include "trainer.h"
+
+using namespace lenet5;
+
+namespace {
+
+Checkpoint sample_checkpoint() {
+    const Network net = lenet5_network();
+    Checkpoint c;
+    c.network_hash = net.hash();
+    c.network_description = net.describe();
+    c.epoch = 3;
+    c.step = 17;
+    c.seed = 9;
+    c.rng_state = 12345;
+    c.batch = 64;
+    c.lr = 0.05f;
+    c.momentum = 0.9f;
+    c.params = init_params(net, 4);
+    c.velocity = init_params(net, 5);
+    return c;
+}
+
+std::string error_of(const std::string& bytes) {
+    try {
+        decode_checkpoint(bytes, "ck.bin");
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "(no error)";
+}
+
+std::string temp_path(const std::string& name) { return ::testing::TempDir() + "lenet5_ck_" + name; }
+
+}  // namespace
+
+TEST(Checkpoint, RoundTripsEveryField) {
+    const Checkpoint c = sample_checkpoint();
+    const std::string path = temp_path("round_trip");
+    save_checkpoint(path, c);
+    const Checkpoint d = load_checkpoint(path);
+    EXPECT_EQ(d.network_hash, c.network_hash);
+    EXPECT_EQ(d.network_description, c.network_description);
+    EXPECT_EQ(d.epoch, 3u);
+    EXPECT_EQ(d.step, 17u);
+    EXPECT_EQ(d.seed, 9u);
+    EXPECT_EQ(d.rng_state, 12345u);
+    EXPECT_EQ(d.batch, 64u);
+    EXPECT_EQ(d.lr, 0.05f);
+    EXPECT_EQ(d.momentum, 0.9f);
+    EXPECT_EQ(d.params, c.params);
+    EXPECT_EQ(d.velocity, c.velocity);
+    EXPECT_NO_THROW(check_network(d, lenet5_network(), path));
+}
+
+TEST(Checkpoint, EveryMalformedFileGivesItsError) {
+    const std::string good = encode_checkpoint(sample_checkpoint());
+    int tried = 0;
+    auto expect = [&](const std::string& bytes, const std::string& words) {
+        ++tried;
+        const std::string msg = error_of(bytes);
+        EXPECT_NE(msg.find("ck.bin: "), std::string::npos) << msg;
+        EXPECT_NE(msg.find(words), std::string::npos) << "expected '" << words << "' in: " << msg;
+    };
+    expect("", "empty file");
+    expect("LENET5XX" + good.substr(8), "bad magic");
+    expect("hello", "bad magic");
+    std::string other_version = good;
+    other_version[8] = 2;
+    expect(other_version, "format version 2");
+    // Cut inside each section: header, network, training, tensors, trailer.
+    const size_t desc = sample_checkpoint().network_description.size();
+    const size_t training = 8 + 4 + 8 + 4 + desc;
+    const size_t tensors = training + 4 + 4 + 8 + 8 + 4 + 4 + 4;
+    expect(good.substr(0, 10), "header section is incomplete");
+    expect(good.substr(0, 16), "network section is incomplete");
+    expect(good.substr(0, 8 + 4 + 8 + 4 + desc / 2), "network section is incomplete");
+    expect(good.substr(0, training + 6), "training section is incomplete");
+    expect(good.substr(0, tensors + 3), "tensors section is incomplete");
+    expect(good.substr(0, tensors + 8 + 1000), "tensors section is incomplete");
+    expect(good.substr(0, good.size() - 2), "trailer section is incomplete");
+    expect(good + "x", "bytes after the CRC");
+    // A flipped byte anywhere in the body is caught by the CRC.
+    for (size_t at : {training + 1, tensors + 100, good.size() - 10}) {
+        std::string flipped = good;
+        flipped[at] = static_cast<char>(flipped[at] ^ 0x10);
+        expect(flipped, "CRC-32 mismatch");
+    }
+    // Another network: same format, other description and hash.
+    Checkpoint other = sample_checkpoint();
+    other.network_description += "extra\n";
+    other.network_hash ^= 1;
+    const std::string path = temp_path("other_net");
+    save_checkpoint(path, other);
+    try {
+        check_network(load_checkpoint(path), lenet5_network(), path);
+        ADD_FAILURE() << "another network's checkpoint loaded";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("for another network"), std::string::npos) << e.what();
+    }
+    ++tried;
+    // A directory and a missing file.
+    const std::string dir = temp_path("dir");
+    ::mkdir(dir.c_str(), 0755);
+    EXPECT_THROW(
+        try { load_checkpoint(dir); } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("is a directory"), std::string::npos) << e.what();
+            throw;
+        },
+        Error);
+    EXPECT_THROW(load_checkpoint(temp_path("missing")), Error);
+    tried += 2;
+    EXPECT_EQ(tried, 18);
+}
+
+TEST(Checkpoint, ResumeIsBitIdenticalToAStraightRun) {
+    const std::string dir = test::mnist_dir();
+    if (dir.empty()) GTEST_SKIP() << "MNIST not fetched (run data/fetch_mnist.sh)";
+    TrainOptions o;
+    o.engine.variant = "cpu";
+    o.data_dir = dir;
+    o.train_limit = 320;
+    o.test_limit = 100;
+    o.batch = 32;
+    o.epochs = 4;
+    const TrainResult straight = train(o);
+    o.epochs = 2;
+    o.save_path = temp_path("half");
+    train(o);
+    o.epochs = 4;
+    o.resume_path = o.save_path;
+    o.save_path = temp_path("resumed");
+    const TrainResult resumed = train(o);
+    ASSERT_EQ(resumed.epochs.size(), 2u);
+    EXPECT_EQ(resumed.epochs[0].epoch, 3);
+    EXPECT_EQ(resumed.params, straight.params);  // bit for bit
+    EXPECT_EQ(load_checkpoint(o.save_path).params, straight.params);
+}
+
+TEST(Checkpoint, InterruptedRunResumesMidEpochBitIdentically) {
+    const std::string dir = test::mnist_dir();
+    if (dir.empty()) GTEST_SKIP() << "MNIST not fetched (run data/fetch_mnist.sh)";
+    TrainOptions o;
+    o.engine.variant = "cpu";
+    o.data_dir = dir;
+    o.train_limit = 320;
+    o.test_limit = 100;
+    o.batch = 32;
+    o.epochs = 2;
+    const TrainResult straight = train(o);
+    // Stop as if SIGINT arrived during step 4 of epoch 2.
+    TrainObserver stop;
+    int steps_seen = 0;
+    stop.on_step = [&](int epoch, int, int) { steps_seen += epoch == 2; };
+    stop.stop_requested = [&] { return steps_seen == 4 ? SIGINT : 0; };
+    o.save_path = temp_path("interrupted");
+    const TrainResult cut = train(o, stop);
+    EXPECT_EQ(cut.stopped_by, SIGINT);
+    EXPECT_EQ(cut.stopped_epoch, 2);
+    EXPECT_EQ(cut.stopped_step, 4);
+    const Checkpoint c = load_checkpoint(o.save_path);
+    EXPECT_EQ(c.epoch, 1u);
+    EXPECT_EQ(c.step, 4u);
+    o.resume_path = o.save_path;
+    o.save_path.clear();
+    EXPECT_EQ(train(o).params, straight.params);
+}
+
+// Kills a child process at random moments while it saves checkpoints in a loop:
+// whatever is on disk must always load whole (the old file or the new one).
+TEST(Checkpoint, SurvivesSigkillDuringSave) {
+    const std::string path = temp_path("killed");
+    Checkpoint c = sample_checkpoint();
+    save_checkpoint(path, c);
+    int survived = 0;
+    for (int round = 0; round < 40; ++round) {
+        const pid_t pid = fork();
+        ASSERT_GE(pid, 0);
+        if (pid == 0) {
+            for (uint32_t e = 0;; ++e) {
+                c.epoch = e;
+                save_checkpoint(path, c);
+            }
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(500 + 997 * (round % 23)));
+        kill(pid, SIGKILL);
+        int status = 0;
+        waitpid(pid, &status, 0);
+        const Checkpoint d = load_checkpoint(path);  // throws if torn
+        EXPECT_EQ(d.params, c.params);
+        ++survived;
+    }
+    EXPECT_EQ(survived, 40);
+}
