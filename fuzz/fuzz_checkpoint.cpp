@@ -1,0 +1,17 @@
+// libFuzzer target: the checkpoint decoder must reject any malformed file with an
+// Error, never crash, leak or over-allocate; what it accepts must re-encode to the same bytes.
+#include <string>
+
+#include "checkpoint.h"
+#include "error.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    const std::string bytes(reinterpret_cast<const char*>(data), size);
+    try {
+        const lenet5::Checkpoint c = lenet5::decode_checkpoint(bytes, "fuzz");
+        if (lenet5::encode_checkpoint(c) != bytes) __builtin_trap();
+        lenet5::check_network(c, lenet5::lenet5_network(), "fuzz");
+    } catch (const lenet5::Error&) {
+    }
+    return 0;
+}
