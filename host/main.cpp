@@ -81,7 +81,12 @@ int run(const std::vector<std::string>& args) {
     const Command cmd = parse_command_line(args);
     switch (cmd.kind) {
         case Command::Kind::Help: std::cout << help_text(); return 0;
-        case Command::Kind::Version: std::cout << "lenet5 " LENET5_VERSION "\n"; return 0;
+        case Command::Kind::Version: {
+            std::string variants;
+            for (const auto& v : built_variants()) variants += (variants.empty() ? "" : " ") + v;
+            std::cout << "lenet5 " LENET5_VERSION "\nvariants: " << variants << "\ndefault: " LENET5_DEFAULT_VARIANT "\n";
+            return 0;
+        }
         case Command::Kind::Devices:
 #ifdef LENET5_HAVE_OPENCL
             print_opencl_devices(std::cout);

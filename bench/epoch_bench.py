@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""Epoch benchmark: every variant this build has (each OpenCL variant on each
+device) trained for N epochs with the same seed and batch, beside the PyTorch
+peer, in one run. Writes a Markdown table, the raw JSON and a bar chart.
+
+  bench/epoch_bench.py [--epochs 2] [--batch 64] [--variants cpu,avx,omp,...]
+                       [--devices 0,1] [--repeats 1] [--peer cpu|cuda|none]
+                       [--binary build/lenet5] [--out bench/results]
+
+Per run, the times are the median over its epochs; with --repeats R the
+median over R runs. Ratios are against the fastest variant of ours (wall ms).
+A peer that is not installed is skipped with a note, never faked.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HOST_VARIANTS = ("cpu", "avx", "omp")
+OPENCL_VARIANTS = ("gpu", "gpu-constant", "gpu-local")
+
+
+def fail(msg):
+    sys.exit("epoch_bench: error: " + msg)
+
+
+def built_variants(binary):
+    """The variants compiled into the binary, from `lenet5 --version`."""
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        if line.startswith("variants:"):
+            return line.split()[1:]
+    fail(binary + " --version does not list its variants")
+
+
+def opencl_devices(binary):
+    """[(index, description)] from `lenet5 devices`, or [] without OpenCL."""
+    r = subprocess.run([binary, "devices"], capture_output=True, text=True)
+    if r.returncode != 0:
+        return []
+    devices = []
+    for line in r.stdout.splitlines():
+        head = line.strip().split(None, 1)
+        if head and head[0].rstrip(":").isdigit():
+            devices.append((int(head[0].rstrip(":")), head[1] if len(head) > 1 else ""))
+    return devices
+
+
+def run_ours(binary, variant, device, args):
+    with tempfile.TemporaryDirectory() as tmp:
+        report = os.path.join(tmp, "run.json")
+        cmd = [binary, "train", "--variant", variant, "--epochs", str(args.epochs),
+               "--batch", str(args.batch), "--seed", "1", "--json", report]
+        if device is not None:
+            cmd += ["--device", str(device)]
+        if args.data:
+            cmd += ["--data", args.data]
+        if args.train_limit:
+            cmd += ["--train-limit", str(args.train_limit)]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            return None, r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "exit %d" % r.returncode
+        with open(report) as f:
+            return json.load(f), None
+
+
+def summarise(reports):
+    """Median per phase over the epochs of each run, then over the runs."""
+    keys = ("forward_ms", "backward_ms", "update_ms", "transfer_ms", "wall_ms")
+    per_run = [{k: statistics.median(e[k] for e in rep["epochs"]) for k in keys} for rep in reports]
+    row = {k: statistics.median(run[k] for run in per_run) for k in keys}
+    row["test_accuracy"] = reports[-1]["final_test_accuracy"]
+    row["device"] = reports[-1]["device"]
+    row["platform"] = reports[-1]["platform"]
+    return row
+
+
+def run_peer(args, device):
+    python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+    cmd = [python, os.path.join(ROOT, "bench", "peers", "pytorch_lenet5.py"), "--epochs", str(args.epochs),
+           "--batch", str(args.batch), "--threads", str(args.threads), "--device", device,
+           "--repeats", str(args.repeats)]
+    if args.data:
+        cmd += ["--data", args.data]
+    if args.train_limit:
+        cmd += ["--train-limit", str(args.train_limit)]
+    rows = []
+    for graphs in ([False, True] if device == "cuda" else [False]):
+        r = subprocess.run(cmd + (["--cuda-graphs"] if graphs else []), capture_output=True, text=True)
+        if r.returncode == 3:
+            return [], "PyTorch is not installed (apt-get install python3-torch); peer skipped"
+        if r.returncode != 0:
+            return rows, "PyTorch peer failed: " + (r.stderr.strip().splitlines() or ["?"])[-1]
+        lines = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
+        summary = next(l for l in lines if l.get("summary"))
+        epochs = [l for l in lines if not l.get("summary")]
+        rows.append({"name": "pytorch " + device + (" + CUDA graphs" if graphs else ""),
+                     "wall_ms": 1000.0 * summary["median_seconds"],
+                     "test_accuracy": epochs[-1]["test_accuracy"],
+                     "device": summary.get("device_name", device),
+                     "torch": summary.get("torch", "?")})
+    return rows, None
+
+
+def write_chart(rows, path_png):
+    if not shutil.which("gnuplot"):
+        return "gnuplot not installed (apt-get install gnuplot-nox): no chart"
+    with tempfile.NamedTemporaryFile("w", suffix=".dat", delete=False) as dat:
+        for r in rows:
+            label = r["name"].replace(" ", "_")
+            dat.write("%s %.3f %.3f %.3f %.3f\n" % (label, r.get("forward_ms", 0) / 1000, r.get("backward_ms", 0) / 1000,
+                                                    r.get("update_ms", 0) / 1000, r["wall_ms"] / 1000))
+    script = """
+set terminal pngcairo size 1100,600 noenhanced
+set output '%s'
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set ylabel 'seconds per epoch'
+set logscale y
+set grid ytics
+set xtics rotate by -30
+set key top right
+plot '%s' using 2:xtic(1) title 'forward', '' using 3 title 'backward', '' using 4 title 'update', '' using 5 title 'wall'
+""" % (path_png, dat.name)
+    r = subprocess.run(["gnuplot"], input=script, capture_output=True, text=True)
+    os.unlink(dat.name)
+    return None if r.returncode == 0 else "gnuplot failed: " + r.stderr.strip()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--binary", default=os.path.join(ROOT, "build", "lenet5"))
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--variants", default="", help="comma-separated; default: all this build has")
+    ap.add_argument("--devices", default="", help="OpenCL device indices; default: all")
+    ap.add_argument("--peer", choices=("cpu", "cuda", "none"), default="cpu")
+    ap.add_argument("--data", default="")
+    ap.add_argument("--train-limit", type=int, default=0)
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
+    args = ap.parse_args()
+    if not os.access(args.binary, os.X_OK):
+        fail(args.binary + " not found; build first (./setup.sh)")
+    if args.epochs < 1 or args.batch < 1 or args.repeats < 1:
+        fail("--epochs, --batch and --repeats must be at least 1")
+
+    variants = args.variants.split(",") if args.variants else built_variants(args.binary)
+    devices = opencl_devices(args.binary)
+    if args.devices:
+        wanted = {int(d) for d in args.devices.split(",")}
+        devices = [d for d in devices if d[0] in wanted]
+    runs = []
+    for v in variants:
+        for device in ([d[0] for d in devices] if v in OPENCL_VARIANTS else [None]):
+            runs.append((v, device))
+
+    rows, notes = [], []
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    for variant, device in runs:
+        name = variant if device is None else "%s #%d" % (variant, device)
+        print("epoch_bench: %s ..." % name, file=sys.stderr, flush=True)
+        reports = []
+        for _ in range(args.repeats):
+            rep, err = run_ours(args.binary, variant, device, args)
+            if err:
+                notes.append("%s: %s" % (name, err))
+                break
+            reports.append(rep)
+        if reports:
+            row = summarise(reports)
+            row["name"] = name
+            rows.append(row)
+    if args.peer != "none":
+        print("epoch_bench: pytorch %s ..." % args.peer, file=sys.stderr, flush=True)
+        peer_rows, note = run_peer(args, args.peer)
+        rows += peer_rows
+        if note:
+            notes.append(note)
+    if not rows:
+        fail("nothing ran: " + "; ".join(notes))
+
+    ours = [r for r in rows if not r["name"].startswith("pytorch")]
+    fastest = min(ours, key=lambda r: r["wall_ms"]) if ours else None
+    lines = ["Epoch benchmark, %s: batch %d, %d epoch(s), median of %d run(s), seed 1%s." %
+             (started, args.batch, args.epochs, args.repeats,
+              ", first %d training images" % args.train_limit if args.train_limit else ""),
+             "", "| variant | device | forward ms | backward ms | update ms | wall ms | test acc | wall vs %s |" %
+             (fastest["name"] if fastest else "-"),
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        ratio = r["wall_ms"] / fastest["wall_ms"] if fastest else 0
+        fmt = lambda k: "%.1f" % r[k] if k in r else "-"
+        lines.append("| %s | %s | %s | %s | %s | %.1f | %.2f%% | %.2fx |" %
+                     (r["name"], r["device"], fmt("forward_ms"), fmt("backward_ms"), fmt("update_ms"),
+                      r["wall_ms"], 100 * r["test_accuracy"], ratio))
+    lines += [""] + ["Note: " + n for n in notes]
+    os.makedirs(args.out, exist_ok=True)
+    chart_note = write_chart(rows, os.path.join(args.out, "epochs.png"))
+    if chart_note:
+        lines.append("Note: " + chart_note)
+    table = "\n".join(lines) + "\n"
+    for name, text in (("epochs.md", table), ("epochs.json", json.dumps(rows, indent=2) + "\n")):
+        tmp = os.path.join(args.out, name + ".tmp")
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, os.path.join(args.out, name))
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
