@@ -1,0 +1,76 @@
+// The AVX2+FMA instance of simd_layers.h: 8 floats per vector, 16 registers,
+// maskload/maskstore for remainders. Compiled with -mavx2 -mfma; simd_dispatch.cpp
+// calls it only on a CPU with AVX2 and FMA.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "simd_layers.h"
+
+namespace lenet5 {
+namespace {
+
+struct Avx2 {
+    using F = __m256;
+    using Mask = __m256i;  // the first n lanes of a remainder (maskload/maskstore)
+    static constexpr int N = 8;
+    static constexpr int kRegs = 16;
+    static constexpr int kBlock = 12;  // accumulators per register block
+
+    static F zero() { return _mm256_setzero_ps(); }
+    static F set1(float x) { return _mm256_set1_ps(x); }
+    static F load(const float* p) { return _mm256_loadu_ps(p); }
+    static void store(float* p, F v) { _mm256_storeu_ps(p, v); }
+    static Mask first(int n) {  // 0 <= n <= 8
+        alignas(32) static const int32_t lanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+        return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lanes + 8 - n));
+    }
+    static F load(const float* p, Mask m) { return _mm256_maskload_ps(p, m); }
+    static void store(float* p, F v, Mask m) { _mm256_maskstore_ps(p, m, v); }
+
+    static F add(F a, F b) { return _mm256_add_ps(a, b); }
+    static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
+    static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+    static F div(F a, F b) { return _mm256_div_ps(a, b); }
+    static F min(F a, F b) { return _mm256_min_ps(a, b); }  // b when either is NaN
+    static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }   // a*b + c
+    static F fnma(F a, F b, F c) { return _mm256_fnmadd_ps(a, b, c); }  // c - a*b
+    static F abs(F x) { return _mm256_andnot_ps(set1(-0.0f), x); }
+    // |mag| with the sign of sgn (mag >= 0).
+    static F copysign(F mag, F sgn) { return _mm256_or_ps(mag, _mm256_and_ps(sgn, set1(-0.0f))); }
+    static F less(F a, F b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
+    static F select(F m, F yes, F no) { return _mm256_blendv_ps(no, yes, m); }
+    static F round(F x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+    // 2^n for integral n in the normal exponent range.
+    static F pow2(F n) {
+        return _mm256_castsi256_ps(
+            _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+    }
+    static float sum(F v) {
+        __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+    }
+    // Adjacent pairs of the 16 floats a|b: [a0+a1, a2+a3, ..., b6+b7]. hadd works
+    // within 128-bit halves, so the 64-bit pairs are put back in order after it.
+    static F pair_sum(F a, F b) {
+        const F h = _mm256_hadd_ps(a, b);  // [a01 a23 b01 b23 | a45 a67 b45 b67]
+        return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(h), 0xD8));
+    }
+    // Every lane twice: lo = [v0 v0 v1 v1 v2 v2 v3 v3], hi = [v4 v4 ... v7 v7].
+    static void dup_pairs(F v, F& lo, F& hi) {
+        const F a = _mm256_unpacklo_ps(v, v);  // [v0 v0 v1 v1 | v4 v4 v5 v5]
+        const F b = _mm256_unpackhi_ps(v, v);  // [v2 v2 v3 v3 | v6 v6 v7 v7]
+        lo = _mm256_permute2f128_ps(a, b, 0x20);
+        hi = _mm256_permute2f128_ps(a, b, 0x31);
+    }
+};
+
+}  // namespace
+
+const HostOps& simd_avx2_ops() {
+    static const HostOps ops{SimdLayers<Avx2>::forward, SimdLayers<Avx2>::backward, SimdLayers<Avx2>::update};
+    return ops;
+}
+
+}  // namespace lenet5

@@ -1,0 +1,482 @@
+// The SIMD layer operations, written once over a thin vector type V that
+// simd_avx2.cpp and simd_avx512.cpp define (N floats per vector, load/store with
+// a lane mask for remainders, fma, a few shuffles). Shapes come from the LayerSpec,
+// so any network works; kernel sizes without a template instance (conv K other
+// than 3 and 5, subsampling other than 2x2) fall back to the scalar reference.
+//
+// Include only from those two files. Everything is in an unnamed namespace so each
+// ISA gets its own copy: an inline function shared between them could be merged by
+// the linker into the AVX2 path with AVX-512 code. For the same reason this code
+// calls no std:: templates over floats (std::vector<float>, std::fill, ...).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "host_ops.h"
+
+#if defined(__clang__)
+#define LENET5_UNROLL _Pragma("unroll")
+#else
+#define LENET5_UNROLL _Pragma("GCC unroll 32")
+#endif
+
+namespace lenet5 {
+namespace {
+
+// A per-thread buffer that grows to the largest size asked for and is then
+// reused, so no step allocates once the first one has run.
+class Scratch {
+public:
+    Scratch() = default;
+    Scratch(const Scratch&) = delete;
+    Scratch& operator=(const Scratch&) = delete;
+    ~Scratch() { delete[] data_; }
+    float* get(size_t n) {
+        if (n > size_) {
+            delete[] data_;
+            data_ = new float[n]();
+            size_ = n;
+        }
+        return data_;
+    }
+
+private:
+    float* data_ = nullptr;
+    size_t size_ = 0;
+};
+
+thread_local Scratch tls_input, tls_work;
+
+// Calls fn(std::integral_constant<int, n>) for 1 <= n <= Max, so register
+// blocks get a compile-time size (their accumulators then live in registers).
+template <int Max, class Fn>
+void with_count(int n, Fn&& fn) {
+    if constexpr (Max > 1)
+        if (n < Max) return with_count<Max - 1>(n, fn);
+    fn(std::integral_constant<int, Max>{});
+}
+
+inline bool tanh_of(const LayerSpec& l) { return l.activation == Activation::Tanh; }
+
+// A conv whose output is 1x1 over all input maps (C5) is a fully connected layer:
+// connection (o, i) holds W[o][i][K][K], i.e. row o of a [out.c][in.size()] matrix.
+inline bool conv_is_dense(const LayerSpec& l) {
+    return l.out.h == 1 && l.out.w == 1 && l.connections() == l.out.c * l.in.c;
+}
+
+template <class V>
+struct SimdLayers {
+    using F = typename V::F;
+    static constexpr int N = V::N;
+
+    static int vectors(int n) { return (n + N - 1) / N; }
+
+    // Loads and stores of the first n (<= N) lanes; lanes past n load as 0.
+    static F load_n(const float* p, int n) { return n >= N ? V::load(p) : V::load(p, V::first(n > 0 ? n : 0)); }
+    static void store_n(float* p, F v, int n) {
+        if (n >= N)
+            V::store(p, v);
+        else if (n > 0)
+            V::store(p, v, V::first(n));
+    }
+
+    // n vectors covered by `count` register blocks of `size` (<= V::kBlock) vectors,
+    // balanced so that at most count-1 vectors past n are computed.
+    struct Blocks {
+        int count, size;
+    };
+    static Blocks blocks(int n) {
+        const int count = (n + V::kBlock - 1) / V::kBlock;
+        return {count, (n + count - 1) / count};
+    }
+
+    // ---- tanh --------------------------------------------------------------
+
+    // e^y for 0 <= y <= 18: y = n ln2 + r with |r| <= ln2/2, e^r by Cephes' expf polynomial.
+    static F exp(F y) {
+        const F n = V::round(V::mul(y, V::set1(1.44269504088896341f)));
+        F r = V::fnma(n, V::set1(0.693359375f), y);  // ln2 in two parts, exact n*hi
+        r = V::fnma(n, V::set1(-2.12194440e-4f), r);
+        F p = V::set1(1.9875691500e-4f);
+        p = V::fma(p, r, V::set1(1.3981999507e-3f));
+        p = V::fma(p, r, V::set1(8.3334519073e-3f));
+        p = V::fma(p, r, V::set1(4.1665795894e-2f));
+        p = V::fma(p, r, V::set1(1.6666665459e-1f));
+        p = V::fma(p, r, V::set1(5.0000001201e-1f));
+        const F er = V::add(V::fma(p, V::mul(r, r), r), V::set1(1.0f));
+        return V::mul(er, V::pow2(n));
+    }
+
+    // tanh within ~3e-7 relative of std::tanh. Below |x| = 0.4 the odd Taylor series
+    // to x^11 (its first dropped term is < 1e-7 relative there); above it
+    // 1 - 2/(e^2|x| + 1), which no longer cancels badly. |x| is clamped at 9, where
+    // tanh rounds to 1; NaN stays NaN (min returns its second operand then).
+    static F tanh(F x) {
+        const F ax = V::abs(x);
+        const F x2 = V::mul(x, x);
+        F p = V::set1(-1382.0f / 155925.0f);
+        p = V::fma(p, x2, V::set1(62.0f / 2835.0f));
+        p = V::fma(p, x2, V::set1(-17.0f / 315.0f));
+        p = V::fma(p, x2, V::set1(2.0f / 15.0f));
+        p = V::fma(p, x2, V::set1(-1.0f / 3.0f));
+        const F small = V::fma(V::mul(p, x2), x, x);
+        const F e = exp(V::min(V::set1(18.0f), V::add(ax, ax)));
+        const F large = V::sub(V::set1(1.0f), V::div(V::set1(2.0f), V::add(e, V::set1(1.0f))));
+        return V::select(V::less(ax, V::set1(0.4f)), small, V::copysign(large, x));
+    }
+
+    static F activate(const LayerSpec& l, F v) { return tanh_of(l) ? tanh(v) : v; }
+
+    // dLoss/d(pre-activation) from dLoss/d(out): d * (1 - out^2) for tanh.
+    static F activation_grad(const LayerSpec& l, F d, F out) {
+        return tanh_of(l) ? V::mul(d, V::fnma(out, out, V::set1(1.0f))) : d;
+    }
+
+    // ---- buffers -----------------------------------------------------------
+
+    // The n floats of `in` followed by `pad` zeros, in a per-thread buffer, so that
+    // whole vectors may read past the end of the last map.
+    static const float* padded(const float* in, int n, int pad) {
+        float* buf = tls_input.get(static_cast<size_t>(n + pad));
+        int k = 0;
+        for (; k + N <= n; k += N) V::store(buf + k, V::load(in + k));
+        for (; k < n; ++k) buf[k] = in[k];
+        for (; k < n + pad; ++k) buf[k] = 0.0f;
+        return buf;
+    }
+
+    static void zero(float* p, int n) {
+        int k = 0;
+        for (; k + N <= n; k += N) V::store(p + k, V::zero());
+        for (; k < n; ++k) p[k] = 0.0f;
+    }
+
+    // ---- convolution -------------------------------------------------------
+    //
+    // Both passes work on the "wide" output grid p = y*IW + x (x < IW, the input's
+    // row length), where tap (ky, kx) reads in[p + ky*IW + kx]: contiguous, so one
+    // vector covers N output positions whatever the map width. Columns x >= OW are
+    // dropped (forward) or held at zero (backward); P = (OH-1)*IW + OW positions.
+
+    // in [C][IH][IW] -> out [OC][OH][OW]: out[o] = act(b[o] + sum over connections j of o
+    // of W[j] (KxK) correlated with in[conn_in[j]]).
+    template <int K>
+    static void conv_forward(const LayerSpec& l, const float* params, const float* in, float* out) {
+        const int IW = l.in.w, IHW = l.in.h * l.in.w, OH = l.out.h, OW = l.out.w;
+        const int P = (OH - 1) * IW + OW;
+        const Blocks bl = blocks(vectors(P));
+        const int span = bl.count * bl.size * N;  // wide positions computed, >= P
+        // The last tap of the last vector reads span - P floats past the input.
+        const float* src = padded(in, l.in.c * IHW, span - P);
+        float* wide = tls_work.get(static_cast<size_t>(span + N));  // + N: compaction reads whole vectors
+        const float* W = params + l.weight_offset;
+        const float* bias = params + l.bias_offset;
+        with_count<V::kBlock>(bl.size, [&](auto block) {
+            constexpr int R = decltype(block)::value;
+            for (int o = 0; o < l.out.c; ++o) {
+                for (int p0 = 0; p0 < span; p0 += R * N) {
+                    F acc[R];
+                    LENET5_UNROLL for (int r = 0; r < R; ++r) acc[r] = V::set1(bias[o]);
+                    for (int j = l.conn_begin[o]; j < l.conn_begin[o + 1]; ++j) {
+                        const float* s = src + l.conn_in[j] * IHW + p0;
+                        const float* w = W + j * K * K;
+                        for (int ky = 0; ky < K; ++ky)
+                            LENET5_UNROLL for (int kx = 0; kx < K; ++kx) {
+                                const F wv = V::set1(w[ky * K + kx]);
+                                const float* t = s + ky * IW + kx;
+                                LENET5_UNROLL for (int r = 0; r < R; ++r) acc[r] = V::fma(V::load(t + r * N), wv, acc[r]);
+                            }
+                    }
+                    LENET5_UNROLL for (int r = 0; r < R; ++r) V::store(wide + p0 + r * N, acc[r]);
+                }
+                // Compact the wide rows into out[o] [OH][OW], applying the activation.
+                float* dst = out + o * OH * OW;
+                for (int y = 0; y < OH; ++y)
+                    for (int x0 = 0; x0 < OW; x0 += N)
+                        store_n(dst + y * OW + x0, activate(l, V::load(wide + y * IW + x0)), OW - x0);
+            }
+        });
+    }
+
+    // gW[ky0+ty][kx] += sum_p d[p] * s[p + (ky0+ty)*IW + kx] for ty < Rows: Rows*K
+    // accumulators over the np vectors of the wide grid, then one sum each.
+    template <int K, int Rows>
+    static void conv_weight_grad_rows(const float* d, const float* s, int np, int IW, int ky0, float* gw) {
+        F acc[Rows][K];
+        LENET5_UNROLL for (int ty = 0; ty < Rows; ++ty) LENET5_UNROLL for (int kx = 0; kx < K; ++kx) acc[ty][kx] = V::zero();
+        for (int c = 0; c < np * N; c += N) {
+            const F dv = V::load(d + c);
+            LENET5_UNROLL for (int ty = 0; ty < Rows; ++ty) {
+                const float* t = s + c + (ky0 + ty) * IW;
+                LENET5_UNROLL for (int kx = 0; kx < K; ++kx) acc[ty][kx] = V::fma(dv, V::load(t + kx), acc[ty][kx]);
+            }
+        }
+        for (int ty = 0; ty < Rows; ++ty)
+            for (int kx = 0; kx < K; ++kx) gw[(ky0 + ty) * K + kx] += V::sum(acc[ty][kx]);
+    }
+
+    template <int K>
+    static void conv_backward(const LayerSpec& l, const float* params, const float* in, const float* out,
+                              const float* dout, float* din, float* grads) {
+        const int IW = l.in.w, IHW = l.in.h * l.in.w, OH = l.out.h, OW = l.out.w;
+        const int P = (OH - 1) * IW + OW, np = vectors(P);
+        // din[q] gathers dwide[q - ky*IW - kx]: each map's wide gradient sits after
+        // `front` zeros, and is followed by zeros up to the furthest vector read.
+        const int front = (K - 1) * IW + K - 1;
+        const Blocks bq = blocks(vectors(IHW));
+        const int qspan = bq.count * bq.size * N;
+        const int stride = front + (qspan > P + N ? qspan : P + N);
+        float* dwide_all = tls_work.get(static_cast<size_t>(l.out.c * stride));
+        const float* W = params + l.weight_offset;
+        float* gW = grads + l.weight_offset;
+
+        // 1. The wide gradient before the activation, zero off the grid, and the bias gradient.
+        for (int o = 0; o < l.out.c; ++o) {
+            float* d = dwide_all + o * stride;
+            zero(d, stride);
+            d += front;
+            F bsum = V::zero();
+            for (int y = 0; y < OH; ++y)
+                for (int x0 = 0; x0 < OW; x0 += N) {
+                    const int at = (o * OH + y) * OW + x0, n = OW - x0;
+                    const F dv = activation_grad(l, load_n(dout + at, n), load_n(out + at, n));
+                    bsum = V::add(bsum, dv);
+                    // Lanes past OW are 0; a spill into the next row is rewritten by that row.
+                    V::store(d + y * IW + x0, dv);
+                }
+            grads[l.bias_offset + o] += V::sum(bsum);
+        }
+
+        // 2. Weight gradients: gW[j][ky][kx] = sum_p dwide[o][p] * in[i][p + ky*IW + kx].
+        // As many kernel rows per pass as the registers hold (all five with AVX-512).
+        const float* src = padded(in, l.in.c * IHW, np * N - P);
+        constexpr int kRows = (V::kRegs - 3) / K < K ? (V::kRegs - 3) / K : K;
+        static_assert(kRows >= 1, "kernel too wide for the register file");
+        for (int j = 0; j < l.connections(); ++j) {
+            const float* d = dwide_all + l.conn_out[j] * stride + front;
+            const float* s = src + l.conn_in[j] * IHW;
+            float* gw = gW + j * K * K;
+            int ky0 = 0;
+            for (; ky0 + kRows <= K; ky0 += kRows) conv_weight_grad_rows<K, kRows>(d, s, np, IW, ky0, gw);
+            if constexpr (K % kRows != 0) conv_weight_grad_rows<K, K % kRows>(d, s, np, IW, ky0, gw);
+        }
+
+        // 3. Input gradient: din[i][q] = sum over connections j (o, i) and taps of
+        // W[j][ky][kx] * dwide[o][q - ky*IW - kx], register-blocked over q.
+        if (!din) return;
+        with_count<V::kBlock>(bq.size, [&](auto block) {
+            constexpr int R = decltype(block)::value;
+            for (int i = 0; i < l.in.c; ++i)
+                for (int q0 = 0; q0 < qspan; q0 += R * N) {
+                    F acc[R];
+                    LENET5_UNROLL for (int r = 0; r < R; ++r) acc[r] = V::zero();
+                    for (int j = 0; j < l.connections(); ++j) {
+                        if (l.conn_in[j] != i) continue;
+                        const float* d = dwide_all + l.conn_out[j] * stride + front + q0;
+                        const float* w = W + j * K * K;
+                        for (int ky = 0; ky < K; ++ky)
+                            LENET5_UNROLL for (int kx = 0; kx < K; ++kx) {
+                                const F wv = V::set1(w[ky * K + kx]);
+                                const float* t = d - ky * IW - kx;
+                                LENET5_UNROLL for (int r = 0; r < R; ++r) acc[r] = V::fma(wv, V::load(t + r * N), acc[r]);
+                            }
+                    }
+                    for (int r = 0; r < R; ++r) store_n(din + i * IHW + q0 + r * N, acc[r], IHW - q0 - r * N);
+                }
+        });
+    }
+
+    // ---- fully connected ---------------------------------------------------
+
+    // out[o] = act(b[o] + W[o] . in), W [O][I]; rows four at a time share the loads of `in`.
+    static void fc_forward(const LayerSpec& l, int I, const float* params, const float* in, float* out) {
+        const int O = l.out.size(), full = I - I % N;
+        const float* W = params + l.weight_offset;
+        const float* b = params + l.bias_offset;
+        auto rows = [&](int o0, auto count) {
+            constexpr int R = decltype(count)::value;
+            F acc[R];
+            LENET5_UNROLL for (int r = 0; r < R; ++r) acc[r] = V::zero();
+            for (int i = 0; i < I; i += N) {
+                const int n = I - i;  // the last vector may be partial
+                const F x = i < full ? V::load(in + i) : load_n(in + i, n);
+                LENET5_UNROLL for (int r = 0; r < R; ++r) {
+                    const float* w = W + static_cast<ptrdiff_t>(o0 + r) * I + i;
+                    acc[r] = V::fma(i < full ? V::load(w) : load_n(w, n), x, acc[r]);
+                }
+            }
+            for (int r = 0; r < R; ++r) out[o0 + r] = b[o0 + r] + V::sum(acc[r]);
+        };
+        int o = 0;
+        for (; o + 4 <= O; o += 4) rows(o, std::integral_constant<int, 4>{});
+        for (; o < O; ++o) rows(o, std::integral_constant<int, 1>{});
+        if (tanh_of(l))
+            for (int k = 0; k < O; k += N) store_n(out + k, tanh(load_n(out + k, O - k)), O - k);
+    }
+
+    // Over a block of R input vectors at i0 (the last one n <= N lanes wide): for every
+    // output o, gW[o][i] += d[o] * in[i] and din[i] += W[o][i] * d[o]; in, din in registers.
+    template <int R, bool WithDin>
+    static void fc_backward_block(int I, int O, int i0, int n, const float* W, const float* in, const float* d,
+                                  float* gW, float* din) {
+        F x[R], acc[R];
+        LENET5_UNROLL for (int r = 0; r < R; ++r) {
+            x[r] = r == R - 1 ? load_n(in + i0 + r * N, n) : V::load(in + i0 + r * N);
+            acc[r] = V::zero();
+        }
+        for (int o = 0; o < O; ++o) {
+            const F dv = V::set1(d[o]);
+            const float* w = W + static_cast<ptrdiff_t>(o) * I + i0;
+            float* g = gW + static_cast<ptrdiff_t>(o) * I + i0;
+            LENET5_UNROLL for (int r = 0; r < R; ++r) {
+                if (r == R - 1 && n < N) {
+                    store_n(g + r * N, V::fma(dv, x[r], load_n(g + r * N, n)), n);
+                    if (WithDin) acc[r] = V::fma(load_n(w + r * N, n), dv, acc[r]);
+                } else {
+                    V::store(g + r * N, V::fma(dv, x[r], V::load(g + r * N)));
+                    if (WithDin) acc[r] = V::fma(V::load(w + r * N), dv, acc[r]);
+                }
+            }
+        }
+        if (WithDin)
+            for (int r = 0; r < R; ++r) store_n(din + i0 + r * N, acc[r], r == R - 1 ? n : N);
+    }
+
+    template <bool WithDin>
+    static void fc_backward_all(int I, int O, const float* W, const float* in, const float* d, float* gW, float* din) {
+        // Full blocks of kBlock/2 vectors (two registers each), then the rest with the remainder lanes.
+        constexpr int B = V::kBlock / 2;
+        const int nv = vectors(I);
+        int v = 0;
+        for (; v + B < nv; v += B) fc_backward_block<B, WithDin>(I, O, v * N, N, W, in, d, gW, din);
+        with_count<B>(nv - v, [&](auto count) {
+            constexpr int R = decltype(count)::value;
+            fc_backward_block<R, WithDin>(I, O, v * N, I - (v + R - 1) * N, W, in, d, gW, din);
+        });
+    }
+
+    static void fc_backward(const LayerSpec& l, int I, const float* params, const float* in, const float* out,
+                            float* dout, float* din, float* grads) {
+        const int O = l.out.size();
+        for (int k = 0; k < O; k += N) {  // dout becomes the pre-activation gradient; bias gradient
+            const int n = O - k;
+            const F dv = activation_grad(l, load_n(dout + k, n), load_n(out + k, n));
+            store_n(dout + k, dv, n);
+            store_n(grads + l.bias_offset + k, V::add(load_n(grads + l.bias_offset + k, n), dv), n);
+        }
+        const float* W = params + l.weight_offset;
+        float* gW = grads + l.weight_offset;
+        if (din)
+            fc_backward_all<true>(I, O, W, in, dout, gW, din);
+        else
+            fc_backward_all<false>(I, O, W, in, dout, gW, din);
+    }
+
+    // ---- 2x2 subsampling ---------------------------------------------------
+    //
+    // Output vector x0..x0+N of row y reads input columns 2*x0 .. 2*x0+2N of rows 2y
+    // and 2y+1: two vectors per row, summed vertically, then in adjacent pairs.
+
+    static F window_sums(const float* r0, const float* r1, int n) {  // n outputs
+        const int n0 = 2 * n < N ? 2 * n : N, n1 = 2 * n - n0;
+        const F lo = V::add(load_n(r0, n0), load_n(r1, n0));
+        const F hi = n1 > 0 ? V::add(load_n(r0 + N, n1), load_n(r1 + N, n1)) : V::zero();
+        return V::pair_sum(lo, hi);
+    }
+
+    static void subsample_forward(const LayerSpec& l, const float* params, const float* in, float* out) {
+        const int IW = l.in.w, OH = l.out.h, OW = l.out.w;
+        for (int c = 0; c < l.out.c; ++c) {
+            const F coef = V::set1(params[l.weight_offset + c]), bias = V::set1(params[l.bias_offset + c]);
+            for (int y = 0; y < OH; ++y) {
+                const float* r0 = in + (c * l.in.h + 2 * y) * IW;
+                for (int x0 = 0; x0 < OW; x0 += N) {
+                    const F s = window_sums(r0 + 2 * x0, r0 + IW + 2 * x0, OW - x0);
+                    store_n(out + (c * OH + y) * OW + x0, activate(l, V::fma(coef, s, bias)), OW - x0);
+                }
+            }
+        }
+    }
+
+    static void subsample_backward(const LayerSpec& l, const float* params, const float* in, const float* out,
+                                   const float* dout, float* din, float* grads) {
+        const int IW = l.in.w, OH = l.out.h, OW = l.out.w;
+        for (int c = 0; c < l.out.c; ++c) {
+            const F coef = V::set1(params[l.weight_offset + c]);
+            F gcoef = V::zero(), gbias = V::zero();
+            for (int y = 0; y < OH; ++y) {
+                const float* r0 = in + (c * l.in.h + 2 * y) * IW;
+                for (int x0 = 0; x0 < OW; x0 += N) {
+                    const int at = (c * OH + y) * OW + x0, n = OW - x0;
+                    const F d = activation_grad(l, load_n(dout + at, n), load_n(out + at, n));
+                    gcoef = V::fma(d, window_sums(r0 + 2 * x0, r0 + IW + 2 * x0, n), gcoef);
+                    gbias = V::add(gbias, d);
+                    if (!din) continue;
+                    // Every input of a window gets d * coef.
+                    F lo, hi;
+                    V::dup_pairs(V::mul(d, coef), lo, hi);
+                    float* d0 = din + (r0 - in) + 2 * x0;
+                    const int n0 = 2 * n < N ? 2 * n : N, n1 = 2 * n - n0;
+                    store_n(d0, lo, n0);
+                    store_n(d0 + IW, lo, n0);
+                    store_n(d0 + N, hi, n1);
+                    store_n(d0 + IW + N, hi, n1);
+                }
+            }
+            grads[l.weight_offset + c] += V::sum(gcoef);
+            grads[l.bias_offset + c] += V::sum(gbias);
+        }
+    }
+
+    // ---- the HostOps table -------------------------------------------------
+
+    static void forward(const LayerSpec& l, const float* p, const float* in, float* out) {
+        switch (l.kind) {
+            case LayerKind::Conv:
+                if (conv_is_dense(l)) return fc_forward(l, l.in.size(), p, in, out);
+                if (l.kernel == 5) return conv_forward<5>(l, p, in, out);
+                if (l.kernel == 3) return conv_forward<3>(l, p, in, out);
+                break;
+            case LayerKind::Subsample:
+                if (l.kernel == 2) return subsample_forward(l, p, in, out);
+                break;
+            case LayerKind::FullyConnected: return fc_forward(l, l.in.size(), p, in, out);
+        }
+        cpu_ops().forward(l, p, in, out);
+    }
+
+    static void backward(const LayerSpec& l, const float* p, const float* in, const float* out, float* dout,
+                         float* din, float* g) {
+        switch (l.kind) {
+            case LayerKind::Conv:
+                if (conv_is_dense(l)) return fc_backward(l, l.in.size(), p, in, out, dout, din, g);
+                if (l.kernel == 5) return conv_backward<5>(l, p, in, out, dout, din, g);
+                if (l.kernel == 3) return conv_backward<3>(l, p, in, out, dout, din, g);
+                break;
+            case LayerKind::Subsample:
+                if (l.kernel == 2) return subsample_backward(l, p, in, out, dout, din, g);
+                break;
+            case LayerKind::FullyConnected: return fc_backward(l, l.in.size(), p, in, out, dout, din, g);
+        }
+        cpu_ops().backward(l, p, in, out, dout, din, g);
+    }
+
+    // v = momentum*v + g; p -= lr*v.
+    static void update(float* p, float* v, const float* g, size_t n, float lr, float momentum) {
+        const F m = V::set1(momentum), rate = V::set1(lr);
+        size_t k = 0;
+        for (; k + N <= n; k += N) {
+            const F vk = V::fma(m, V::load(v + k), V::load(g + k));
+            V::store(v + k, vk);
+            V::store(p + k, V::fnma(rate, vk, V::load(p + k)));
+        }
+        for (; k < n; ++k) {
+            v[k] = momentum * v[k] + g[k];
+            p[k] -= lr * v[k];
+        }
+    }
+};
+
+}  // namespace
+}  // namespace lenet5

@@ -1,0 +1,203 @@
+// The avx and omp variants against the cpu reference, at every SIMD level this
+// machine can run (AVX-512 and AVX2, so both compiled paths are covered), over
+// batch sizes that leave remainders after the vector width and the thread split.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include "engine_factory.h"
+#include "error.h"
+#include "test_support.h"
+#include "trainer.h"
+
+#ifdef LENET5_HAVE_SIMD
+#include "simd_ops.h"
+
+using namespace lenet5;
+
+namespace {
+
+class SimdLevels : public ::testing::TestWithParam<SimdLevel> {
+protected:
+    void SetUp() override {
+        ops_ = simd_ops(GetParam());
+        if (!ops_) GTEST_SKIP() << "this CPU cannot run the " << level_name(GetParam()) << " path";
+    }
+    static const char* level_name(SimdLevel l) { return l == SimdLevel::Avx512 ? "avx512" : "avx2"; }
+    const HostOps& ops() const { return *ops_; }
+
+private:
+    const HostOps* ops_ = nullptr;
+};
+
+std::vector<float> random_vector(size_t n, Rng& rng, float scale = 1.0f) {
+    std::vector<float> v(n);
+    for (auto& x : v) x = rng.uniform(-scale, scale);
+    return v;
+}
+
+// Every layer of `net` on its own through `ops` against cpu_ops(): output, input
+// gradient (with and without one) and parameter gradients, from random inputs.
+void expect_layers_match_cpu(const Network& net, const HostOps& ops) {
+    Rng rng(11);
+    std::vector<float> p = init_params(net, 3);
+    for (const auto& l : net.layers)
+        for (size_t i = 0; i < l.bias_count; ++i) p[l.bias_offset + i] = rng.uniform(-0.5f, 0.5f);
+    for (const auto& l : net.layers) {
+        const size_t in_n = static_cast<size_t>(l.in.size()), out_n = static_cast<size_t>(l.out.size());
+        const std::vector<float> in = random_vector(in_n, rng), d = random_vector(out_n, rng);
+        std::vector<float> out_ref(out_n), out(out_n);
+        cpu_ops().forward(l, p.data(), in.data(), out_ref.data());
+        ops.forward(l, p.data(), in.data(), out.data());
+        EXPECT_LT(test::relative_error(out, out_ref), 1e-5) << net.name << " " << l.name << " forward";
+        for (bool with_din : {true, false}) {
+            std::vector<float> d_ref = d, d_got = d, din_ref(in_n), din(in_n);
+            std::vector<float> g_ref(p.size(), 0.5f), g(p.size(), 0.5f);  // backward adds to gradients
+            cpu_ops().backward(l, p.data(), in.data(), out_ref.data(), d_ref.data(), with_din ? din_ref.data() : nullptr,
+                               g_ref.data());
+            ops.backward(l, p.data(), in.data(), out_ref.data(), d_got.data(), with_din ? din.data() : nullptr,
+                         g.data());
+            if (with_din) {
+                EXPECT_LT(test::relative_error(din, din_ref), 1e-5) << net.name << " " << l.name << " din";
+            }
+            EXPECT_LT(test::relative_error(g, g_ref), 1e-5) << net.name << " " << l.name << " gradients";
+        }
+    }
+}
+
+}  // namespace
+
+TEST_P(SimdLevels, AvxMatchesCpu) {
+    const Network net = lenet5_network();
+    for (int batch : {1, 7, 17, 64}) {
+        HostEngine avx(net, "avx", ops(), 1);
+        test::expect_matches_cpu(avx, batch);
+    }
+}
+
+TEST_P(SimdLevels, OmpMatchesCpuForOneTwoAndThreeThreads) {
+    const Network net = lenet5_network();
+    for (int threads : {1, 2, 3})
+        for (int batch : {1, 7, 64}) {
+            HostEngine omp(net, "omp", ops(), threads);
+            test::expect_matches_cpu(omp, batch);
+        }
+}
+
+TEST_P(SimdLevels, OmpIsBitIdenticalForTheSameThreadCount) {
+    const Network net = lenet5_network();
+    const Dataset data = test::synthetic_dataset(150, 4);
+    for (int threads : {2, 3}) {
+        auto run = [&] {
+            HostEngine omp(net, "omp", ops(), threads);
+            return test::record_step(omp, net, data, 64, 1);
+        };
+        const test::StepRecord a = run(), b = run();
+        EXPECT_EQ(a.gradients, b.gradients) << threads << " threads";  // bit for bit
+        EXPECT_EQ(a.params_after, b.params_after) << threads << " threads";
+    }
+}
+
+// Layer shapes LeNet-5 lacks: 3x3 kernels, odd widths, a sparse table, no
+// activation, a fully connected first layer (no input gradient), the MLP of the seeds.
+TEST_P(SimdLevels, EveryLayerOfOtherNetworksMatchesCpu) {
+    expect_layers_match_cpu(lenet5_network(), ops());
+    expect_layers_match_cpu(NetworkBuilder("mixed", {3, 14, 22})
+                                .conv("A", 5, 3, Activation::Tanh)
+                                .subsample("B", 2, Activation::None)
+                                .conv("C", 4, 3, Activation::Tanh, {{1, 0, 1, 0, 1}, {0, 1, 1, 0, 0}, {1, 1, 1, 1, 1}, {0, 0, 0, 1, 0}})
+                                .conv("D", 9, 3, Activation::Tanh)
+                                .fully_connected("E", 33, Activation::None)
+                                .fully_connected("F", 10, Activation::None)
+                                .build(),
+                            ops());
+    expect_layers_match_cpu(NetworkBuilder("mlp", {1, 28, 28})
+                                .fully_connected("hidden", 200, Activation::Tanh)
+                                .fully_connected("output", 10, Activation::None)
+                                .build(),
+                            ops());
+}
+
+// The vector tanh against std::tanh over the range that matters, through a fully
+// connected layer with identity weights (out = tanh(in) exactly up to the tanh).
+TEST_P(SimdLevels, TanhIsWithinOnePpmOfStdTanh) {
+    const int n = 400;
+    const Network net = NetworkBuilder("tanh", {1, 1, n}).fully_connected("t", n, Activation::Tanh).build();
+    const LayerSpec& l = net.layers[0];
+    std::vector<float> p(net.param_count, 0.0f);
+    for (int i = 0; i < n; ++i) p[l.weight_offset + static_cast<size_t>(i) * (n + 1)] = 1.0f;
+    std::vector<float> in(n), out(n);
+    double worst = 0;
+    float worst_x = 0;
+    for (int k = 0; k < 1000; ++k) {
+        // 400 000 points from -12 to 12, and tiny magnitudes near zero.
+        for (int i = 0; i < n; ++i)
+            in[static_cast<size_t>(i)] = k < 900 ? -12.0f + 24.0f * static_cast<float>(k * n + i) / (900.0f * n)
+                                                 : std::ldexp(1.0f + static_cast<float>(i) / n, -(k - 900)) * (i % 2 ? 1 : -1);
+        ops().forward(l, p.data(), in.data(), out.data());
+        for (size_t i = 0; i < in.size(); ++i) {
+            const double ref = std::tanh(static_cast<double>(in[i]));
+            const double rel = std::abs(out[i] - ref) / std::max(std::abs(ref), 1e-30);
+            if (rel > worst) worst = rel, worst_x = in[i];
+        }
+    }
+    EXPECT_LT(worst, 1e-6) << "at x = " << worst_x;
+    in.assign(n, std::numeric_limits<float>::quiet_NaN());
+    ops().forward(l, p.data(), in.data(), out.data());
+    EXPECT_TRUE(std::isnan(out[0]));
+}
+
+INSTANTIATE_TEST_SUITE_P(Simd, SimdLevels, ::testing::Values(SimdLevel::Avx512, SimdLevel::Avx2),
+                         [](const ::testing::TestParamInfo<SimdLevel>& level) {
+                             return std::string(level.param == SimdLevel::Avx512 ? "Avx512" : "Avx2");
+                         });
+
+TEST(Simd, FactoryBuildsAvxAndOmpAndHonoursLenet5Simd) {
+    if (!simd_ops()) GTEST_SKIP() << "this CPU has neither AVX2 nor AVX-512";
+    const Network net = lenet5_network();
+    EngineRequest r;
+    r.variant = "avx";
+    EXPECT_EQ(make_engine(net, r)->variant(), "avx");
+    r.variant = "omp";
+    r.threads = 2;
+    auto omp = make_engine(net, r);
+    EXPECT_EQ(omp->variant(), "omp");
+    EXPECT_EQ(omp->device(), "host (2 threads)");
+
+    const char* old = std::getenv("LENET5_SIMD");
+    const std::string keep = old ? old : "";
+    setenv("LENET5_SIMD", "avx2", 1);
+    EXPECT_EQ(simd_level(), "avx2");
+    EXPECT_EQ(simd_ops(), simd_ops(SimdLevel::Avx2));
+    setenv("LENET5_SIMD", "sse", 1);
+    EXPECT_THROW(simd_ops(), Error);
+    if (old)
+        setenv("LENET5_SIMD", keep.c_str(), 1);
+    else
+        unsetenv("LENET5_SIMD");
+}
+
+// A short run on real MNIST: avx and omp learn as well as cpu (same seed, same
+// batches; the float rounding differs, so the accuracies may differ a little).
+TEST(Simd, AvxAndOmpLearnRealMnistAsWellAsCpu) {
+    const std::string dir = test::mnist_dir();
+    if (dir.empty()) GTEST_SKIP() << "MNIST not fetched (run data/fetch_mnist.sh)";
+    if (!simd_ops()) GTEST_SKIP() << "this CPU has neither AVX2 nor AVX-512";
+    auto accuracy = [&](const std::string& variant) {
+        TrainOptions o;
+        o.engine.variant = variant;
+        o.engine.threads = 2;
+        o.data_dir = dir;
+        o.epochs = 1;
+        o.train_limit = 6000;
+        o.test_limit = 1000;
+        return train(o).epochs.at(0).test_accuracy;
+    };
+    const double cpu = accuracy("cpu");
+    EXPECT_NEAR(accuracy("avx"), cpu, 0.01);
+    EXPECT_NEAR(accuracy("omp"), cpu, 0.01);
+}
+
+#endif  // LENET5_HAVE_SIMD
