@@ -46,7 +46,6 @@ int run_train(const TrainOptions& options) {
         print_table_row(std::cout, r);
     };
     observer.stop_requested = [] { return static_cast<int>(g_signal); };
-    install_signal_handlers();
     const TrainResult result = train(options, observer);
     bar.clear();
     if (!options.json_path.empty()) write_file_atomic(options.json_path, train_report_json(result, options));
@@ -95,7 +94,9 @@ int run(const std::vector<std::string>& args) {
             throw Error("this build has no OpenCL support (configure with -DLENET5_OPENCL=ON)");
 #endif
         case Command::Kind::Eval: return run_eval(cmd.eval);
-        case Command::Kind::Train: return run_train(cmd.train);
+        case Command::Kind::Train:
+            install_signal_handlers();  // before the data loads, so an early Ctrl-C is not lost
+            return run_train(cmd.train);
     }
     return 1;
 }

@@ -1,6 +1,7 @@
 // The command line's contract: exit codes and one-line error messages.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -23,8 +24,9 @@ std::string slurp(const std::string& path) {
 }
 
 Result run(const std::string& args) {
-    const std::string dir = ::testing::TempDir();
-    const std::string out = dir + "lenet5_cli_out.txt", err = dir + "lenet5_cli_err.txt";
+    // ctest runs tests in parallel processes: the capture files must be this process's own.
+    const std::string base = ::testing::TempDir() + "lenet5_cli_" + std::to_string(::getpid());
+    const std::string out = base + "_out.txt", err = base + "_err.txt";
     const std::string cmd = std::string(LENET5_BINARY) + " " + args + " >" + out + " 2>" + err + " </dev/null";
     const int raw = std::system(cmd.c_str());
     return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(out), slurp(err)};
@@ -102,10 +104,10 @@ TEST(Cli, SigintFinishesTheStepSavesAndExits130) {
     const std::string ck = ::testing::TempDir() + "lenet5_cli_sigint.ck";
     std::remove(ck.c_str());
     const std::string err = ::testing::TempDir() + "lenet5_cli_sigint_err.txt";
-    // The shell sends SIGINT two seconds into a run far longer than that.
+    // The shell sends SIGINT three seconds into a run far longer than that.
     const std::string cmd = "(" + std::string(LENET5_BINARY) + " train --variant cpu --epochs 50 --train-limit 2000 " +
                             "--test-limit 100 --data " + dir + " --save " + ck + " >/dev/null 2>" + err +
-                            " & p=$!; sleep 2; kill -INT $p; wait $p)";
+                            " & p=$!; sleep 3; kill -INT $p; wait $p)";
     const int raw = std::system(cmd.c_str());
     ASSERT_TRUE(WIFEXITED(raw));
     EXPECT_EQ(WEXITSTATUS(raw), 130);
