@@ -1,0 +1,537 @@
+#include "opencl_engine.h"
+
+#include <algorithm>
+#include <iostream>
+#include <limits>
+#include <numeric>
+
+#include "opencl_backend.h"
+#include "opencl_kernels.h"
+#include "preprocess.h"
+
+namespace lenet5 {
+namespace {
+
+size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
+size_t floor_pow2(size_t n) {
+    size_t p = 1;
+    while (p * 2 <= n) p *= 2;
+    return p;
+}
+int to_int(size_t n) { return static_cast<int>(n); }
+int act_code(Activation a) { return a == Activation::Tanh ? 1 : 0; }  // ACT_TANH / ACT_NONE of common.h
+
+// A convolution whose window covers its whole input and that reads every input map (C5) is a
+// fully connected layer with the same weight layout: connection j = o*IC + i holds
+// W[o][i][ky][kx] = W[o][(i*IH + ky)*IW + kx]. The fc kernels run it much better.
+bool conv_is_fc(const LayerSpec& l) {
+    return l.kind == LayerKind::Conv && l.kernel == l.in.h && l.kernel == l.in.w &&
+           l.connections() == l.in.c * l.out.c;
+}
+
+cl::Buffer sub_buffer(cl::Buffer& parent, const DeviceLayout::Block& block) {
+    cl_buffer_region region{block.device * sizeof(float), block.count * sizeof(float)};
+    return parent.createSubBuffer(CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &region);
+}
+
+cl::Buffer int_buffer(const cl::Context& context, const std::vector<int32_t>& values) {
+    return cl::Buffer(context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, values.size() * sizeof(int32_t),
+                      const_cast<int32_t*>(values.data()));
+}
+
+size_t sub_buffer_align(const cl::Device& device) {
+    return cl_checked([&] { return device.getInfo<CL_DEVICE_MEM_BASE_ADDR_ALIGN>() / (8 * sizeof(float)); });
+}
+
+}  // namespace
+
+OpenCLEngine::OpenCLEngine(Network net, MemoryVariant memory, const OpenCLDevice& device)
+    : net_(std::move(net)), memory_(memory), device_(device), layout_(net_, sub_buffer_align(device.device)) {
+    const LayerSpec& last = net_.layers.back();
+    if (!(last.kind == LayerKind::FullyConnected || conv_is_fc(last)) || last.activation != Activation::None)
+        throw Error("the OpenCL variants need the last layer (" + last.name +
+                    ") to be fully connected without activation: it is fused with the softmax");
+    cl_checked([&] {
+        const cl::Device& dev = device_.device;
+        context_ = cl::Context(dev);
+        queue_ = cl::CommandQueue(context_, dev, CL_QUEUE_PROFILING_ENABLE);
+        // Work-group sizes from the device's limits: WG items for the 1-D kernels and the
+        // reductions, TILE x TILE for gpu-local's matrix kernels, and up to 64 samples for the
+        // kernels that lay samples along dimension 0.
+        const size_t max_group = dev.getInfo<CL_DEVICE_MAX_WORK_GROUP_SIZE>();
+        const auto item_sizes = dev.getInfo<CL_DEVICE_MAX_WORK_ITEM_SIZES>();
+        wg_ = floor_pow2(std::min({size_t{256}, max_group, item_sizes[0]}));
+        tile_ = 16;
+        while (tile_ > 1 && (tile_ * tile_ > max_group || tile_ > item_sizes[0] || tile_ > item_sizes[1])) tile_ /= 2;
+        sample_group_ = std::min<size_t>(wg_, 64);
+        local_mem_ = dev.getInfo<CL_DEVICE_LOCAL_MEM_SIZE>();
+        build_programs();
+
+        const size_t bytes = layout_.size() * sizeof(float);
+        params_ = cl::Buffer(context_, CL_MEM_READ_WRITE, bytes);
+        grads_ = cl::Buffer(context_, CL_MEM_READ_WRITE, bytes);
+        velocity_ = cl::Buffer(context_, CL_MEM_READ_WRITE, bytes);
+        // The host's byte -> input conversion (preprocess.h) of all 256 byte values: the device
+        // converts by lookup, so both sides use the same floats.
+        std::vector<uint8_t> all(256);
+        std::iota(all.begin(), all.end(), uint8_t{0});
+        std::vector<float> values(256);
+        image_to_input(all.data(), 1, 256, Shape{1, 1, 256}, values.data());
+        byte_values_ = cl::Buffer(context_, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, 256 * sizeof(float), values.data());
+        plan_layers();
+        set_params(std::vector<float>(net_.param_count, 0.0f));
+    });
+}
+
+std::string OpenCLEngine::variant() const {
+    switch (memory_) {
+        case MemoryVariant::Global: return "gpu";
+        case MemoryVariant::Constant: return "gpu-constant";
+        case MemoryVariant::Local: return "gpu-local";
+    }
+    return "gpu";
+}
+
+void OpenCLEngine::build_programs() {
+    const cl::Device& dev = device_.device;
+    const std::string source = opencl_kernel_source();
+    const std::string options = "-cl-std=CL1.2 -DWG=" + std::to_string(wg_) + " -DTILE=" + std::to_string(tile_);
+    layers_.assign(net_.layers.size(), Layer{});
+    switch (memory_) {
+        case MemoryVariant::Global: program_ = build_program(context_, dev, source, options); break;
+        case MemoryVariant::Local: program_ = build_program(context_, dev, source, options + " -DMEM_LOCAL"); break;
+        case MemoryVariant::Constant: {
+            program_ = build_program(context_, dev, source, options + " -DMEM_CONSTANT");
+            // A layer whose weights and biases exceed the device's __constant limit (C5's 192 KB
+            // against NVIDIA's 64 KB) reads them from __global instead, through a second build.
+            const cl_ulong limit = dev.getInfo<CL_DEVICE_MAX_CONSTANT_BUFFER_SIZE>();
+            for (size_t k = 0; k < net_.layers.size(); ++k) {
+                const LayerSpec& l = net_.layers[k];
+                const size_t bytes = (l.weight_count + l.bias_count) * sizeof(float);
+                if (bytes <= limit) continue;
+                layers_[k].weights_global = true;
+                std::cerr << "lenet5: note: gpu-constant: layer " << l.name << " has " << bytes
+                          << " bytes of weights and biases, over CL_DEVICE_MAX_CONSTANT_BUFFER_SIZE (" << limit
+                          << " bytes) of " << device_.name << "; it reads them from __global memory\n";
+            }
+            if (std::any_of(layers_.begin(), layers_.end(), [](const Layer& l) { return l.weights_global; }))
+                global_program_ = build_program(context_, dev, source, options);
+            break;
+        }
+    }
+}
+
+void OpenCLEngine::plan_layers() {
+    size_t scratch_groups = 1;
+    for (size_t k = 0; k < net_.layers.size(); ++k) {
+        const LayerSpec& l = net_.layers[k];
+        Layer& d = layers_[k];
+        d.fc = l.kind == LayerKind::FullyConnected || conv_is_fc(l);
+        d.W = sub_buffer(params_, layout_.weights(k));
+        d.b = sub_buffer(params_, layout_.bias(k));
+        d.gW = sub_buffer(grads_, layout_.weights(k));
+        d.gb = sub_buffer(grads_, layout_.bias(k));
+        if (l.kind == LayerKind::Conv && !d.fc) {
+            // The inverse of network.h's lists: the connections reading each input map, in order.
+            std::vector<int32_t> in_begin, in_conn;
+            for (int i = 0; i < l.in.c; ++i) {
+                in_begin.push_back(static_cast<int32_t>(in_conn.size()));
+                for (int j = 0; j < l.connections(); ++j)
+                    if (l.conn_in[static_cast<size_t>(j)] == i) in_conn.push_back(j);
+            }
+            in_begin.push_back(static_cast<int32_t>(in_conn.size()));
+            d.conn_begin = int_buffer(context_, l.conn_begin);
+            d.conn_in = int_buffer(context_, l.conn_in);
+            d.conn_out = int_buffer(context_, l.conn_out);
+            d.in_begin = int_buffer(context_, in_begin);
+            d.in_conn = int_buffer(context_, in_conn);
+            scratch_groups = std::max(scratch_groups, l.weight_count + l.bias_count);
+        } else if (l.kind == LayerKind::Subsample) {
+            scratch_groups = std::max(scratch_groups, l.weight_count + l.bias_count);
+        }
+    }
+    // The reductions' partial sums: __local in gpu-local, else a WG-sized __global slice per group.
+    if (memory_ != MemoryVariant::Local)
+        scratch_ = cl::Buffer(context_, CL_MEM_READ_WRITE, scratch_groups * wg_ * sizeof(float));
+
+    const size_t n = layout_.size();
+    update_ = {kernel(program_, "sgd_momentum", params_, velocity_, grads_, to_int(n), 0.0f, 0.0f), Phase::Update,
+               {round_up(n, wg_), 1}, {wg_, 1}, -1, -1};
+}
+
+template <class... Args>
+cl::Kernel OpenCLEngine::kernel(const cl::Program& program, const char* name, const Args&... args) {
+    cl::Kernel k(program, name);
+    cl_uint index = 0;
+    (k.setArg(index++, args), ...);
+    return k;
+}
+
+// Buffers and launches for batches of up to `capacity` samples. Arguments that change per
+// step (the batch count, layer 0's input rows, the labels and loss slots) are set by forward().
+void OpenCLEngine::plan_batch(int capacity) {
+    capacity_ = capacity;
+    const size_t cap = static_cast<size_t>(capacity);
+    acts_.clear();
+    deltas_.clear();
+    for (const auto& l : net_.layers) {
+        const size_t bytes = cap * static_cast<size_t>(l.out.size()) * sizeof(float);
+        acts_.emplace_back(context_, CL_MEM_READ_WRITE, bytes);
+        deltas_.emplace_back(context_, CL_MEM_READ_WRITE, bytes);
+    }
+    poison_activations();
+
+    const bool local = memory_ == MemoryVariant::Local;
+    const size_t T = tile_, sg = sample_group_;
+    const cl::Buffer& scratch_arg = scratch_;
+    for (size_t k = 0; k < net_.layers.size(); ++k) {
+        const LayerSpec& l = net_.layers[k];
+        Layer& d = layers_[k];
+        const cl::Program& program = d.weights_global ? global_program_ : program_;
+        // Layer 0's input arguments (buffer, rows, first) are set by forward().
+        const cl::Buffer in = k ? acts_[k - 1] : cl::Buffer();
+        const cl::Buffer& out = acts_[k];
+        const cl::Buffer& delta = deltas_[k];
+        const int act = act_code(l.activation), prev_act = k ? act_code(net_.layers[k - 1].activation) : 0;
+        const size_t in_size = static_cast<size_t>(l.in.size()), out_size = static_cast<size_t>(l.out.size());
+        const int IC = l.in.c, IH = l.in.h, IW = l.in.w, OC = l.out.c, OH = l.out.h, OW = l.out.w, K = l.kernel;
+        auto scratch = [&](cl::Kernel kern, cl_uint index) {
+            if (local) kern.setArg(index, cl::Local(wg_ * sizeof(float)));
+            else kern.setArg(index, scratch_arg);
+            return kern;
+        };
+        if (d.fc) {
+            const int I = to_int(in_size), O = to_int(out_size);
+            if (k + 1 == net_.layers.size()) {
+                // Labels, their rows, the loss scale and the slot are set per step.
+                d.forward = {kernel(program, "output_forward", in, identity_, 0, d.W, d.b, out, I, O, 0, cl::Buffer(),
+                                    identity_, 0, 1.0f, delta, losses_, hits_, 0),
+                             Phase::Forward, {cap, 1}, {sg, 1}, 0, 8};
+            } else if (local) {
+                d.forward = {kernel(program, "fc_forward", in, identity_, 0, d.W, d.b, out, I, O, act, 0),
+                             Phase::Forward, {round_up(out_size, T), cap}, {T, T}, 1, 9};
+            } else {
+                d.forward = {kernel(program, "fc_forward", in, identity_, 0, d.W, d.b, out, I, O, act, 0),
+                             Phase::Forward, {cap, out_size}, {sg, 1}, 0, 9};
+            }
+            cl::Kernel weights = kernel(program, "fc_backward_weights", in, identity_, 0, delta, d.gW, d.gb, I, O, 0);
+            if (local)
+                d.weights = {weights, Phase::Backward, {round_up(in_size, T), round_up(out_size, T)}, {T, T}, -1, 8};
+            else
+                d.weights = {weights, Phase::Backward, {round_up(out_size * in_size + out_size, wg_), 1}, {wg_, 1}, -1, 8};
+            if (k) {
+                cl::Kernel input = kernel(program, "fc_backward_input", delta, d.W, acts_[k - 1], prev_act, deltas_[k - 1], I, O, 0);
+                if (local) d.input = {input, Phase::Backward, {round_up(in_size, T), cap}, {T, T}, 1, 7};
+                else d.input = {input, Phase::Backward, {cap, in_size}, {sg, 1}, 0, 7};
+            }
+        } else if (l.kind == LayerKind::Conv) {
+            const int nconn = l.connections();
+            d.forward = {kernel(program, "conv_forward", in, identity_, 0, d.W, d.b, out, d.conn_begin, d.conn_in, IC, IH,
+                                IW, OC, OH, OW, K, act),
+                         Phase::Forward, {round_up(out_size, wg_), cap}, {wg_, 1}, 1, -1};
+            d.weights = {scratch(kernel(program, "conv_backward_weights", in, identity_, 0, delta, d.gW, d.gb, d.conn_out,
+                                        d.conn_in, IC, IH, IW, OC, OH, OW, K, nconn, 0),
+                                 17),
+                         Phase::Backward, {(l.weight_count + l.bias_count) * wg_, 1}, {wg_, 1}, -1, 16};
+            if (k)
+                d.input = {kernel(program, "conv_backward_input", delta, d.W, acts_[k - 1], prev_act, deltas_[k - 1],
+                                  d.in_begin, d.in_conn, d.conn_out, IC, IH, IW, OC, OH, OW, K, nconn),
+                           Phase::Backward, {round_up(in_size, wg_), cap}, {wg_, 1}, 1, -1};
+            if (local) {
+                // The staged tiles: the sample's input and all weights and biases (forward), the
+                // sample's delta and all weights (input gradient).
+                d.forward.kernel.setArg(16, cl::Local((in_size + l.weight_count + l.bias_count) * sizeof(float)));
+                if (k) d.input.kernel.setArg(16, cl::Local((out_size + l.weight_count) * sizeof(float)));
+            }
+        } else {
+            d.forward = {kernel(program, "subsample_forward", in, identity_, 0, d.W, d.b, out, OC, IH, IW, OH, OW, K, act),
+                         Phase::Forward, {round_up(out_size, wg_), cap}, {wg_, 1}, 1, -1};
+            d.weights = {scratch(kernel(program, "subsample_backward_weights", in, identity_, 0, delta, d.gW, d.gb, OC, IH,
+                                        IW, OH, OW, K, 0),
+                                 13),
+                         Phase::Backward, {2 * static_cast<size_t>(OC) * wg_, 1}, {wg_, 1}, -1, 12};
+            if (k)
+                d.input = {kernel(program, "subsample_backward_input", delta, d.W, acts_[k - 1], prev_act, deltas_[k - 1],
+                                  OC, IH, IW, OH, OW, K),
+                           Phase::Backward, {round_up(in_size, wg_), cap}, {wg_, 1}, 1, -1};
+        }
+        check_fits(d.forward, l.name);
+        check_fits(d.weights, l.name);
+        if (k) check_fits(d.input, l.name);
+    }
+}
+
+// Fails clearly, before any launch, when the device cannot run a launch's work-group.
+void OpenCLEngine::check_fits(const Launch& launch, const std::string& layer) const {
+    const cl::Device& dev = device_.device;
+    const std::string name = launch.kernel.getInfo<CL_KERNEL_FUNCTION_NAME>();
+    const size_t group = launch.local[0] * launch.local[1];
+    const size_t max_group = launch.kernel.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(dev);
+    if (group > max_group)
+        throw Error(variant() + ": layer " + layer + ": kernel " + name + " needs work-groups of " +
+                    std::to_string(group) + " items; " + device_.name + " allows " + std::to_string(max_group) +
+                    " for it (CL_KERNEL_WORK_GROUP_SIZE)");
+    const cl_ulong local = launch.kernel.getWorkGroupInfo<CL_KERNEL_LOCAL_MEM_SIZE>(dev);
+    if (local > local_mem_)
+        throw Error(variant() + ": layer " + layer + ": kernel " + name + " needs " + std::to_string(local) +
+                    " bytes of __local memory; " + device_.name + " has " + std::to_string(local_mem_) +
+                    " (CL_DEVICE_LOCAL_MEM_SIZE)");
+}
+
+void OpenCLEngine::enqueue(Launch& launch, int count) {
+    if (launch.count_arg >= 0) launch.kernel.setArg(static_cast<cl_uint>(launch.count_arg), count);
+    auto global = launch.global;
+    if (launch.batch_dim >= 0) {
+        const size_t dim = static_cast<size_t>(launch.batch_dim);
+        global[dim] = round_up(static_cast<size_t>(count), launch.local[dim]);
+    }
+    cl::Event event;
+    queue_.enqueueNDRangeKernel(launch.kernel, cl::NullRange, cl::NDRange(global[0], global[1]),
+                                cl::NDRange(launch.local[0], launch.local[1]), nullptr, &event);
+    events_.emplace_back(std::move(event), launch.phase);
+}
+
+void OpenCLEngine::write(const cl::Buffer& buffer, const void* data, size_t bytes) {
+    cl::Event event;
+    queue_.enqueueWriteBuffer(buffer, CL_TRUE, 0, bytes, data, nullptr, &event);
+    events_.emplace_back(std::move(event), Phase::Transfer);
+}
+
+void OpenCLEngine::read(const cl::Buffer& buffer, void* data, size_t bytes) {
+    cl::Event event;
+    queue_.enqueueReadBuffer(buffer, CL_TRUE, 0, bytes, data, nullptr, &event);
+    events_.emplace_back(std::move(event), Phase::Transfer);
+}
+
+// NaN in every activation and delta, so that an element a kernel fails to write shows up.
+void OpenCLEngine::poison_activations() {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (const auto* buffers : {&acts_, &deltas_})
+        for (const auto& b : *buffers) queue_.enqueueFillBuffer(b, nan, 0, b.getInfo<CL_MEM_SIZE>());
+}
+
+void OpenCLEngine::upload(Split split, const Dataset& data) {
+    cl_checked([&] {
+        const Shape& in = net_.input;
+        if (data.count <= 0) throw Error("cannot upload an empty data set");
+        if (in.c != 1 || data.rows > in.h || data.cols > in.w)
+            throw Error("images of " + std::to_string(data.rows) + "x" + std::to_string(data.cols) +
+                        " do not fit the network's input " + std::to_string(in.c) + "x" + std::to_string(in.h) + "x" +
+                        std::to_string(in.w));
+        collect_counters();  // the loss slots may be replaced below
+        SplitData& d = split == Split::Train ? train_ : test_;
+        const size_t count = static_cast<size_t>(data.count);
+        d.count = data.count;
+        // The bytes go up once and are converted on the device; the byte buffer is released when
+        // the conversion has run.
+        cl::Buffer bytes(context_, CL_MEM_READ_ONLY, data.images.size());
+        write(bytes, data.images.data(), data.images.size());
+        d.inputs = cl::Buffer(context_, CL_MEM_READ_WRITE, count * static_cast<size_t>(in.size()) * sizeof(float));
+        d.labels = cl::Buffer(context_, CL_MEM_READ_ONLY, count);
+        write(d.labels, data.labels.data(), count);
+        Launch convert{kernel(program_, "images_to_inputs", bytes, data.rows, data.cols, byte_values_, d.inputs, in.h, in.w),
+                       Phase::Transfer, {round_up(static_cast<size_t>(in.h * in.w), wg_), count}, {wg_, 1}, -1, -1};
+        enqueue(convert, 0);
+        if (split == Split::Train) {
+            order_ = cl::Buffer(context_, CL_MEM_READ_ONLY, count * sizeof(int32_t));
+            order_set_ = false;
+        }
+        // The identity rows and the loss slots cover the larger split (a batch never exceeds it).
+        const int larger = std::max(train_.count, test_.count);
+        if (larger > slots_) {
+            slots_ = larger;
+            std::vector<int32_t> identity(static_cast<size_t>(larger));
+            std::iota(identity.begin(), identity.end(), 0);
+            identity_ = cl::Buffer(context_, CL_MEM_READ_ONLY, identity.size() * sizeof(int32_t));
+            write(identity_, identity.data(), identity.size() * sizeof(int32_t));
+            losses_ = cl::Buffer(context_, CL_MEM_READ_WRITE, identity.size() * sizeof(float));
+            hits_ = cl::Buffer(context_, CL_MEM_READ_WRITE, identity.size() * sizeof(int32_t));
+            capacity_ = 0;  // the launches refer to the old buffers: plan again
+        }
+    });
+}
+
+void OpenCLEngine::check_size(const std::vector<float>& v, const char* what) const {
+    if (v.size() != net_.param_count)
+        throw Error(std::string(what) + " has " + std::to_string(v.size()) + " values, the network needs " +
+                    std::to_string(net_.param_count));
+}
+
+void OpenCLEngine::set_params(const std::vector<float>& params) {
+    check_size(params, "parameter buffer");
+    cl_checked([&] {
+        const auto device = layout_.to_device(params);
+        write(params_, device.data(), device.size() * sizeof(float));
+        queue_.enqueueFillBuffer(velocity_, 0.0f, 0, device.size() * sizeof(float));
+        // NaN in every gradient (zero in the padding, which the update reads too).
+        const auto poison = layout_.to_device(std::vector<float>(net_.param_count, std::numeric_limits<float>::quiet_NaN()));
+        write(grads_, poison.data(), poison.size() * sizeof(float));
+        poison_activations();
+    });
+}
+
+std::vector<float> OpenCLEngine::params() {
+    return cl_checked([&] {
+        std::vector<float> device(layout_.size());
+        read(params_, device.data(), device.size() * sizeof(float));
+        return layout_.to_host(device);
+    });
+}
+
+void OpenCLEngine::set_momentum_buffer(const std::vector<float>& velocity) {
+    check_size(velocity, "momentum buffer");
+    cl_checked([&] {
+        const auto device = layout_.to_device(velocity);
+        write(velocity_, device.data(), device.size() * sizeof(float));
+    });
+}
+
+std::vector<float> OpenCLEngine::momentum_buffer() {
+    return cl_checked([&] {
+        std::vector<float> device(layout_.size());
+        read(velocity_, device.data(), device.size() * sizeof(float));
+        return layout_.to_host(device);
+    });
+}
+
+void OpenCLEngine::set_order(const std::vector<int32_t>& order) {
+    if (order.size() != static_cast<size_t>(train_.count))
+        throw Error("the training order has " + std::to_string(order.size()) + " entries, the training set " +
+                    std::to_string(train_.count) + " samples");
+    for (int32_t i : order)
+        if (i < 0 || i >= train_.count) throw Error("the training order names sample " + std::to_string(i) + ", outside the training set");
+    cl_checked([&] {
+        // Non-blocking: the host copy must outlive the upload, so wait for the previous one first.
+        if (order_written_()) order_written_.wait();
+        order_host_ = order;
+        queue_.enqueueWriteBuffer(order_, CL_FALSE, 0, order.size() * sizeof(int32_t), order_host_.data(), nullptr,
+                                  &order_written_);
+        events_.emplace_back(order_written_, Phase::Transfer);
+        order_set_ = true;
+    });
+}
+
+void OpenCLEngine::forward(Split split, int first, int count) {
+    const bool train = split == Split::Train;
+    const SplitData& data = train ? train_ : test_;
+    if (data.count == 0) throw Error(std::string("forward() on the ") + (train ? "training" : "test") + " set before upload()");
+    if (train && !order_set_) throw Error("forward() on the training set before set_order()");
+    if (count <= 0 || first < 0 || first + count > data.count)
+        throw Error("batch " + std::to_string(first) + "+" + std::to_string(count) + " is outside the " +
+                    (train ? "training order" : "test set"));
+    cl_checked([&] {
+        if (count > capacity_) plan_batch(count);
+        if (cursor_ + count > slots_) collect_counters();
+        const cl::Buffer& rows = train ? order_ : identity_;
+        Layer& first_layer = layers_.front();
+        for (Launch* launch : {&first_layer.forward, &first_layer.weights}) {
+            if (launch == &first_layer.weights && !train) continue;  // backward() only follows a training forward
+            launch->kernel.setArg(0, data.inputs);
+            launch->kernel.setArg(1, rows);
+            launch->kernel.setArg(2, first);
+        }
+        cl::Kernel& output = layers_.back().forward.kernel;
+        output.setArg(9, data.labels);
+        output.setArg(10, rows);
+        output.setArg(11, first);
+        output.setArg(12, 1.0f / static_cast<float>(count));
+        output.setArg(16, cursor_);
+        for (auto& layer : layers_) enqueue(layer.forward, count);
+        cursor_ += count;
+        count_ = count;
+        last_was_train_ = train;
+    });
+}
+
+void OpenCLEngine::backward() {
+    if (!last_was_train_) throw Error("backward() needs a training forward() first");
+    cl_checked([&] {
+        for (size_t k = layers_.size(); k-- > 0;) {
+            enqueue(layers_[k].weights, count_);
+            if (k) enqueue(layers_[k].input, count_);
+        }
+    });
+}
+
+void OpenCLEngine::update(float lr, float momentum) {
+    cl_checked([&] {
+        update_.kernel.setArg(4, lr);
+        update_.kernel.setArg(5, momentum);
+        enqueue(update_, 0);
+        queue_.flush();  // hand the step to the device now, without waiting for it
+    });
+}
+
+// Reads back the per-sample losses and hits since the last collection and sums them in sample
+// order (the order the host engine sums in).
+void OpenCLEngine::collect_counters() {
+    if (cursor_ == 0) return;
+    const size_t n = static_cast<size_t>(cursor_);
+    std::vector<float> loss(n);
+    std::vector<int32_t> hit(n);
+    read(losses_, loss.data(), n * sizeof(float));
+    read(hits_, hit.data(), n * sizeof(int32_t));
+    for (size_t s = 0; s < n; ++s) {
+        counters_.loss_sum += loss[s];
+        counters_.correct += hit[s];
+    }
+    counters_.samples += cursor_;
+    cursor_ = 0;
+}
+
+Counters OpenCLEngine::take_counters() {
+    return cl_checked([&] {
+        collect_counters();
+        const Counters c = counters_;
+        counters_ = {};
+        return c;
+    });
+}
+
+PhaseTimes OpenCLEngine::take_times() {
+    return cl_checked([&] {
+        queue_.finish();
+        PhaseTimes t;
+        for (const auto& [event, phase] : events_) {
+            const auto start = event.getProfilingInfo<CL_PROFILING_COMMAND_START>();
+            const auto end = event.getProfilingInfo<CL_PROFILING_COMMAND_END>();
+            const double ms = static_cast<double>(end - start) * 1e-6;
+            switch (phase) {
+                case Phase::Forward: t.forward_ms += ms; break;
+                case Phase::Backward: t.backward_ms += ms; break;
+                case Phase::Update: t.update_ms += ms; break;
+                case Phase::Transfer: t.transfer_ms += ms; break;
+            }
+        }
+        events_.clear();
+        return t;
+    });
+}
+
+std::vector<float> OpenCLEngine::layer_output(size_t layer) {
+    if (count_ == 0) throw Error("layer_output() before forward()");
+    return cl_checked([&] {
+        std::vector<float> v(static_cast<size_t>(count_) * static_cast<size_t>(net_.layers.at(layer).out.size()));
+        read(acts_.at(layer), v.data(), v.size() * sizeof(float));
+        return v;
+    });
+}
+
+std::vector<float> OpenCLEngine::gradients() {
+    return cl_checked([&] {
+        std::vector<float> device(layout_.size());
+        read(grads_, device.data(), device.size() * sizeof(float));
+        return layout_.to_host(device);
+    });
+}
+
+std::unique_ptr<Engine> make_opencl_engine(const Network& net, const std::string& variant, int device) {
+    MemoryVariant memory;
+    if (variant == "gpu") memory = MemoryVariant::Global;
+    else if (variant == "gpu-constant") memory = MemoryVariant::Constant;
+    else if (variant == "gpu-local") memory = MemoryVariant::Local;
+    else throw Error("'" + variant + "' is not an OpenCL variant");
+    return std::make_unique<OpenCLEngine>(net, memory, select_opencl_device(device));
+}
+
+}  // namespace lenet5

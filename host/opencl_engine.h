@@ -1,0 +1,123 @@
+// The engine of the OpenCL variants. Everything stays on the device: both data sets
+// (converted once), the parameters, gradients, momentum and activations. A training
+// step is kernel launches only (forward: one per layer, the last fused with the softmax
+// cross-entropy; backward: per layer one for the weight gradients and one for the
+// previous layer's delta; update: one over the flat buffer); per epoch only the order
+// goes up and the per-sample losses and hits come back.
+#pragma once
+#include <array>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine.h"
+#include "opencl_layout.h"
+#include "opencl_runtime.h"
+
+namespace lenet5 {
+
+enum class MemoryVariant {
+    Global,    // gpu: __global memory only
+    Constant,  // gpu-constant: weights through __constant memory where they fit
+    Local,     // gpu-local: input tiles and weights staged in __local memory
+};
+
+class OpenCLEngine final : public Engine {
+public:
+    OpenCLEngine(Network net, MemoryVariant memory, const OpenCLDevice& device);
+
+    std::string variant() const override;
+    std::string device() const override { return device_.name; }
+    std::string platform() const override { return device_.platform_name; }
+
+    void upload(Split split, const Dataset& data) override;
+    void set_params(const std::vector<float>& params) override;
+    std::vector<float> params() override;
+    void set_momentum_buffer(const std::vector<float>& velocity) override;
+    std::vector<float> momentum_buffer() override;
+    void set_order(const std::vector<int32_t>& order) override;
+
+    void forward(Split split, int first, int count) override;
+    void backward() override;
+    void update(float lr, float momentum) override;
+
+    Counters take_counters() override;
+    PhaseTimes take_times() override;
+
+    std::vector<float> layer_output(size_t layer) override;
+    std::vector<float> gradients() override;
+
+private:
+    enum class Phase { Forward, Backward, Update, Transfer };
+
+    // One kernel with its fixed arguments set, and how its NDRange follows the batch size.
+    struct Launch {
+        cl::Kernel kernel;
+        Phase phase = Phase::Forward;
+        std::array<size_t, 2> global{1, 1}, local{1, 1};
+        int batch_dim = -1;       // the dimension that is the batch count rounded up to local[batch_dim]
+        int count_arg = -1;       // the argument that takes the batch count, if any
+    };
+
+    // A layer's device state: parameter and gradient sub-buffers, connection lists, launches.
+    struct Layer {
+        bool fc = false;              // fully connected, or a conv that is one (see the .cpp)
+        bool weights_global = false;  // gpu-constant: too large for __constant, uses the __global build
+        cl::Buffer W, b, gW, gb;
+        cl::Buffer conn_begin, conn_in, conn_out, in_begin, in_conn;
+        Launch forward, weights, input;
+    };
+
+    struct SplitData {
+        int count = 0;
+        cl::Buffer inputs;  // [count][input] floats, converted on the device
+        cl::Buffer labels;  // [count] bytes
+    };
+
+    void check_size(const std::vector<float>& v, const char* what) const;
+    void build_programs();
+    void plan_layers();
+    void plan_batch(int capacity);
+    void check_fits(const Launch& launch, const std::string& layer) const;
+    void enqueue(Launch& launch, int count);
+    void write(const cl::Buffer& buffer, const void* data, size_t bytes);
+    void read(const cl::Buffer& buffer, void* data, size_t bytes);
+    void poison_activations();
+    void collect_counters();
+    template <class... Args>
+    cl::Kernel kernel(const cl::Program& program, const char* name, const Args&... args);
+
+    Network net_;
+    MemoryVariant memory_;
+    OpenCLDevice device_;
+    cl::Context context_;
+    cl::CommandQueue queue_;
+    size_t wg_ = 0, tile_ = 0, sample_group_ = 0;  // work-group sizes (see the .cpp)
+    cl_ulong local_mem_ = 0;
+    cl::Program program_, global_program_;  // global_program_: gpu-constant's fallback build
+    DeviceLayout layout_;
+
+    cl::Buffer params_, grads_, velocity_, scratch_, byte_values_;
+    std::vector<Layer> layers_;
+    Launch update_;
+
+    SplitData train_, test_;
+    cl::Buffer order_, identity_;  // identity_: 0, 1, 2, ... (test rows; hidden layers' rows)
+    std::vector<int32_t> order_host_;  // kept alive until its non-blocking upload is done
+    cl::Event order_written_;
+    bool order_set_ = false;
+
+    // acts_[k]: layer k's output, deltas_[k]: dLoss/d(its pre-activation); [capacity][out] each.
+    std::vector<cl::Buffer> acts_, deltas_;
+    int capacity_ = 0, count_ = 0;
+    bool last_was_train_ = false;
+
+    // Per-sample loss and hit of every forward since the last take_counters, at slot cursor_ on.
+    cl::Buffer losses_, hits_;
+    int slots_ = 0, cursor_ = 0;
+    Counters counters_;  // what collect_counters has read back so far
+
+    std::vector<std::pair<cl::Event, Phase>> events_;  // resolved lazily by take_times
+};
+
+}  // namespace lenet5

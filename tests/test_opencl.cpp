@@ -1,0 +1,202 @@
+// The OpenCL variants (gpu, gpu-constant, gpu-local) against the cpu reference, on the
+// default OpenCL device (PoCL in CI), and the OpenCL runtime's error reporting.
+#ifdef LENET5_HAVE_OPENCL
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "engine_factory.h"
+#include "opencl_runtime.h"
+#include "test_support.h"
+#include "trainer.h"
+
+using namespace lenet5;
+
+namespace {
+
+std::unique_ptr<Engine> opencl_engine(const std::string& variant) {
+    EngineRequest request;
+    request.variant = variant;
+    return make_engine(lenet5_network(), request);
+}
+
+class OpenCLVariant : public ::testing::TestWithParam<std::string> {};
+
+}  // namespace
+
+TEST_P(OpenCLVariant, MatchesCpuAtBatchSizes1And7And64) {
+    auto engine = opencl_engine(GetParam());
+    EXPECT_EQ(engine->variant(), GetParam());
+    for (int batch : {1, 7, 64}) test::expect_matches_cpu(*engine, batch);
+}
+
+TEST_P(OpenCLVariant, SameSeedGivesBitIdenticalParameters) {
+    const Network net = lenet5_network();
+    const Dataset data = test::synthetic_dataset(150, 3);
+    auto engine = opencl_engine(GetParam());
+    const auto a = test::record_step(*engine, net, data, 64, 1).params_after;
+    const auto b = test::record_step(*engine, net, data, 64, 1).params_after;
+    EXPECT_EQ(a, b);  // bit for bit
+}
+
+// The engine poisons what its kernels must write, so expect_matches_cpu catches any element a
+// kernel leaves alone: gradients after set_params, activations whenever they are allocated.
+TEST_P(OpenCLVariant, GradientsArePoisonedUntilBackwardWritesThem) {
+    const Network net = lenet5_network();
+    auto engine = opencl_engine(GetParam());
+    engine->upload(Split::Train, test::synthetic_dataset(8, 5));
+    engine->upload(Split::Test, test::synthetic_dataset(8, 6));
+    engine->set_params(init_params(net, 1));
+    for (float g : engine->gradients()) ASSERT_TRUE(std::isnan(g));
+    engine->set_order({7, 6, 5, 4, 3, 2, 1, 0});
+    engine->forward(Split::Train, 0, 8);
+    engine->backward();
+    for (float g : engine->gradients()) ASSERT_TRUE(std::isfinite(g));
+}
+
+TEST_P(OpenCLVariant, PhaseTimesComeFromTheKernels) {
+    const Network net = lenet5_network();
+    auto engine = opencl_engine(GetParam());
+    test::record_step(*engine, net, test::synthetic_dataset(20, 8), 8, 3);
+    engine->take_times();
+    Rng rng(4);
+    engine->set_order(shuffled_order(20, rng));
+    engine->forward(Split::Train, 0, 8);
+    engine->backward();
+    engine->update(0.05f, 0.9f);
+    const Counters c = engine->take_counters();
+    EXPECT_EQ(c.samples, 8);
+    const PhaseTimes t = engine->take_times();
+    EXPECT_GT(t.forward_ms, 0.0);
+    EXPECT_GT(t.backward_ms, 0.0);
+    EXPECT_GT(t.update_ms, 0.0);
+    EXPECT_GT(t.transfer_ms, 0.0);  // the order and the counters
+    const PhaseTimes none = engine->take_times();
+    EXPECT_EQ(none.forward_ms + none.backward_ms + none.update_ms + none.transfer_ms, 0.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(OpenCL, OpenCLVariant, ::testing::Values("gpu", "gpu-constant", "gpu-local"),
+                         [](const ::testing::TestParamInfo<std::string>& param) {
+                             std::string name = param.param;
+                             std::replace(name.begin(), name.end(), '-', '_');
+                             return name;
+                         });
+
+TEST(OpenCL, LearnsRealMnistLikeCpu) {
+    const std::string dir = test::mnist_dir();
+    if (dir.empty()) GTEST_SKIP() << "MNIST not fetched (run data/fetch_mnist.sh)";
+    auto accuracy = [&](const std::string& variant) {
+        TrainOptions o;
+        o.engine.variant = variant;
+        o.data_dir = dir;
+        o.epochs = 1;
+        o.train_limit = 3000;
+        o.test_limit = 1000;
+        const TrainResult r = train(o);
+        EXPECT_EQ(r.info.variant, variant);
+        return r.epochs.at(0).test_accuracy;
+    };
+    const double cpu = accuracy("cpu"), gpu = accuracy("gpu-local");
+    EXPECT_NEAR(gpu, cpu, 0.015) << "cpu " << cpu << ", gpu-local " << gpu;
+    EXPECT_GE(gpu, 0.8);
+}
+
+TEST(OpenCL, ErrorsNameTheCodeAndTheCall) {
+    EXPECT_EQ(cl_error_name(CL_OUT_OF_RESOURCES), "CL_OUT_OF_RESOURCES");
+    EXPECT_EQ(cl_error_name(CL_INVALID_WORK_GROUP_SIZE), "CL_INVALID_WORK_GROUP_SIZE");
+    const std::string what = cl_failure(cl::Error(CL_OUT_OF_RESOURCES, "clEnqueueNDRangeKernel")).what();
+    EXPECT_NE(what.find("CL_OUT_OF_RESOURCES"), std::string::npos) << what;
+    EXPECT_NE(what.find("clEnqueueNDRangeKernel"), std::string::npos) << what;
+    try {
+        cl_checked([]() -> int { throw cl::Error(CL_INVALID_KERNEL_ARGS, "clSetKernelArg"); });
+        FAIL() << "no error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("CL_INVALID_KERNEL_ARGS"), std::string::npos) << e.what();
+    }
+}
+
+TEST(OpenCL, KernelThatFailsToBuildReportsTheBuildLog) {
+    const OpenCLDevice device = select_opencl_device(-1);
+    const cl::Context context(device.device);
+    try {
+        build_program(context, device.device, "__kernel void broken(__global float* x) { x[0] = undeclared_name; }", "");
+        FAIL() << "the build succeeded";
+    } catch (const Error& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("failed to build"), std::string::npos) << what;
+        EXPECT_NE(what.find("undeclared_name"), std::string::npos) << "the build log: " << what;
+        EXPECT_EQ(what.find('\n'), std::string::npos) << "one line: " << what;
+    }
+}
+
+namespace {
+
+struct CliResult {
+    int status;
+    std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+    std::ifstream f(path);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+}
+
+CliResult run_binary(const std::string& args) {
+    const std::string out = ::testing::TempDir() + "lenet5_opencl_out.txt";
+    const std::string err = ::testing::TempDir() + "lenet5_opencl_err.txt";
+    const std::string cmd = std::string(LENET5_BINARY) + " " + args + " >" + out + " 2>" + err + " </dev/null";
+    const int raw = std::system(cmd.c_str());
+    return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(out), slurp(err)};
+}
+
+// A tiny MNIST folder (IDX files, 3 images each), so the CLI gets as far as choosing the device.
+std::string tiny_mnist_dir() {
+    const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "lenet5_opencl_mnist";
+    std::filesystem::create_directories(dir);
+    auto be32 = [](std::ofstream& f, uint32_t v) {
+        for (int shift = 24; shift >= 0; shift -= 8) f.put(static_cast<char>((v >> shift) & 0xff));
+    };
+    for (const char* prefix : {"train", "t10k"}) {
+        std::ofstream images(dir / (std::string(prefix) + "-images-idx3-ubyte"), std::ios::binary);
+        for (uint32_t v : {0x803u, 3u, 28u, 28u}) be32(images, v);
+        images << std::string(3 * 28 * 28, '\x40');
+        std::ofstream labels(dir / (std::string(prefix) + "-labels-idx1-ubyte"), std::ios::binary);
+        for (uint32_t v : {0x801u, 3u}) be32(labels, v);
+        labels << std::string("\x01\x02\x03", 3);
+    }
+    return dir.string();
+}
+
+}  // namespace
+
+TEST(OpenCL, MissingDeviceExitsOneNamingIt) {
+    const CliResult r = run_binary("train --variant gpu --device 99 --epochs 1 --data " + tiny_mnist_dir());
+    EXPECT_EQ(r.status, 1);
+    EXPECT_EQ(r.err.rfind("lenet5: error: OpenCL device 99 does not exist (", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find("see `lenet5 devices`"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << r.err;
+}
+
+TEST(OpenCL, DevicesListsEveryDevice) {
+    const auto devices = opencl_devices();
+    ASSERT_FALSE(devices.empty());
+    const CliResult r = run_binary("devices");
+    EXPECT_EQ(r.status, 0);
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), static_cast<long>(devices.size())) << r.out;
+    for (const auto& d : devices) {
+        EXPECT_NE(r.out.find(std::to_string(d.index) + ": " + d.platform_name + " / " + d.name), std::string::npos) << r.out;
+        EXPECT_NE(r.out.find("compute units"), std::string::npos) << r.out;
+        EXPECT_NE(r.out.find("OpenCL C"), std::string::npos) << r.out;
+    }
+    EXPECT_THROW(select_opencl_device(static_cast<int>(devices.size())), Error);
+    EXPECT_EQ(select_opencl_device(0).name, devices[0].name);
+}
+
+#endif  // LENET5_HAVE_OPENCL
