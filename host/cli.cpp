@@ -28,7 +28,8 @@ std::string help_text() {
            "  --threads N      threads for omp (default: OMP_NUM_THREADS, else all cores)\n"
            "  --epochs N       train up to epoch N (default 10)\n"
            "  --batch B        mini-batch size (default 64)\n"
-           "  --lr X           learning rate (default 0.05)\n"
+           "  --lr X           learning rate of the first epoch (default 0.05)\n"
+           "  --lr-decay G     multiply the learning rate by G after every epoch, 0 < G <= 1 (default 1)\n"
            "  --momentum M     SGD momentum, 0 <= M < 1 (default 0.9)\n"
            "  --seed S         seed of the initial weights and the shuffles (default 1)\n"
            "  --train-limit N  use only the first N training images (default: all 60000)\n"
@@ -136,6 +137,7 @@ Command parse_command_line(const std::vector<std::string>& args) {
             else if (flag == "--epochs") t.epochs = parse_count(flag, r.value(flag), 1);
             else if (flag == "--batch") t.batch = parse_count(flag, r.value(flag), 1);
             else if (flag == "--lr") t.lr = parse_float(flag, r.value(flag), 0.0f, 10.0f, false);
+            else if (flag == "--lr-decay") t.lr_decay = parse_float(flag, r.value(flag), 0.0f, 1.0f, false);
             else if (flag == "--momentum") t.momentum = parse_float(flag, r.value(flag), 0.0f, 1.0f, true);
             else if (flag == "--seed") t.seed = static_cast<uint64_t>(parse_int(flag, r.value(flag), 0, std::numeric_limits<long long>::max()));
             else if (flag == "--train-limit") t.train_limit = parse_count(flag, r.value(flag), 1);
@@ -152,6 +154,7 @@ Command parse_command_line(const std::vector<std::string>& args) {
         }
     }
     if (cmd.kind == Command::Kind::Train && t.lr == 0.0f) throw UsageError("--lr must be greater than 0");
+    if (cmd.kind == Command::Kind::Train && t.lr_decay == 0.0f) throw UsageError("--lr-decay must be greater than 0");
     if (cmd.kind == Command::Kind::Eval && e.model_path.empty()) throw UsageError("eval needs --model FILE");
     return cmd;
 }

@@ -8,7 +8,7 @@ namespace lenet5 {
 void print_run_header(std::ostream& out, const RunInfo& info, const TrainOptions& o) {
     out << "lenet5: variant " << info.variant << " on " << info.device << " [" << info.platform << "], "
         << info.train_samples << " training / " << info.test_samples << " test images, batch " << o.batch
-        << ", lr " << o.lr << ", momentum " << o.momentum << ", seed " << o.seed << "\n";
+        << ", lr " << o.lr << (o.lr_decay != 1.0f ? " (x" + std::to_string(o.lr_decay).substr(0, 5) + " per epoch)" : std::string()) << ", momentum " << o.momentum << ", seed " << o.seed << "\n";
 }
 
 void print_table_header(std::ostream& out) {
@@ -61,6 +61,7 @@ std::string train_report_json(const TrainResult& result, const TrainOptions& o) 
     j["platform"] = result.info.platform;
     j["batch"] = o.batch;
     j["lr"] = o.lr;
+    j["lr_decay"] = o.lr_decay;
     j["momentum"] = o.momentum;
     j["seed"] = o.seed;
     j["train_samples"] = result.info.train_samples;

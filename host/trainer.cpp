@@ -26,6 +26,12 @@ uint64_t epoch_rng_state(uint64_t seed, int epoch) {
     return seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch);
 }
 
+// Step decay per epoch: the rate of epoch e is lr * lr_decay^(e-1). It depends on
+// the epoch number alone, so resuming needs no extra state.
+float epoch_lr(const TrainOptions& o, int epoch) {
+    return o.lr * static_cast<float>(std::pow(static_cast<double>(o.lr_decay), epoch - 1));
+}
+
 void add(Counters& total, const Counters& c) {
     total.loss_sum += c.loss_sum;
     total.correct += c.correct;
@@ -119,12 +125,13 @@ TrainResult train(const TrainOptions& o, const TrainObserver& observer) {
         const auto t0 = Clock::now();
         Rng rng(epoch_rng_state(opt.seed, epoch));
         engine->set_order(shuffled_order(train_set.count, rng));
+        const float lr = epoch_lr(opt, epoch);
         Counters total;
         for (int step = epoch == first_epoch ? first_step : 0; step < steps; ++step) {
             const int first = step * opt.batch;
             engine->forward(Split::Train, first, std::min(opt.batch, train_set.count - first));
             engine->backward();
-            engine->update(opt.lr, opt.momentum);
+            engine->update(lr, opt.momentum);
             if ((step + 1) % kCheckEvery == 0 || step + 1 == steps) {
                 const Counters c = engine->take_counters();
                 if (!std::isfinite(c.loss_sum))

@@ -13,7 +13,8 @@ struct TrainOptions {
     EngineRequest engine;
     int epochs = 10;  // the epoch to train up to (also when resuming)
     int batch = 64;
-    float lr = 0.05f;
+    float lr = 0.05f;       // the learning rate of the first epoch
+    float lr_decay = 1.0f;  // multiplies the learning rate after every epoch
     float momentum = 0.9f;
     uint64_t seed = 1;
     int train_limit = 0;  // 0 = all
