@@ -29,9 +29,8 @@ struct Avx2 {
     static void store(float* p, F v, Mask m) { _mm256_maskstore_ps(p, m, v); }
 
     static F add(F a, F b) { return _mm256_add_ps(a, b); }
-    static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
     static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
-    static F div(F a, F b) { return _mm256_div_ps(a, b); }
+    static F rcp(F a) { return _mm256_rcp_ps(a); }  // 1.5 * 2^-12 relative
     static F min(F a, F b) { return _mm256_min_ps(a, b); }  // b when either is NaN
     static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }   // a*b + c
     static F fnma(F a, F b, F c) { return _mm256_fnmadd_ps(a, b, c); }  // c - a*b
@@ -50,6 +49,12 @@ struct Avx2 {
         __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
         s = _mm_add_ps(s, _mm_movehl_ps(s, s));
         return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+    }
+    // Lane k = the sum of v[k]'s lanes: pairwise hadds, then the two 128-bit halves.
+    static F sums(const F* v) {
+        const F a = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
+        const F b = _mm256_hadd_ps(_mm256_hadd_ps(v[4], v[5]), _mm256_hadd_ps(v[6], v[7]));
+        return add(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
     }
     // Adjacent pairs of the 16 floats a|b: [a0+a1, a2+a3, ..., b6+b7]. hadd works
     // within 128-bit halves, so the 64-bit pairs are put back in order after it.

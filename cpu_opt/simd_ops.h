@@ -9,7 +9,7 @@
 
 namespace lenet5 {
 
-enum class SimdLevel { None, Avx2, Avx512 };  // Avx2 means AVX2 + FMA
+enum class SimdLevel { None, Avx2, Avx512 };  // Avx2: AVX2 + FMA; Avx512: F + VL (256-bit, see simd_avx512.cpp)
 
 // The best SIMD implementation this CPU supports (AVX-512, else AVX2+FMA),
 // chosen at run time from CPUID; nullptr when the CPU has neither.

@@ -1,0 +1,166 @@
+// Micro-benchmarks: every LeNet-5 layer's forward and backward pass and the
+// update, one sample at a time through each host variant's HostOps (cpu, and avx
+// when built), and the whole training step (forward + backward + update) of every
+// built variant through the Engine interface at batch 1 and 64.
+// Items are samples (parameters for the update), so items_per_second compares directly.
+//
+//   lenet5_bench_layers [--benchmark_filter=step/] [--benchmark_format=json]
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine_factory.h"
+#include "host_ops.h"
+#include "network.h"
+#include "rng.h"
+#ifdef LENET5_HAVE_SIMD
+#include "simd_ops.h"
+#endif
+
+using namespace lenet5;
+
+namespace {
+
+std::vector<float> random_vector(size_t n, Rng& rng) {
+    std::vector<float> v(n);
+    for (auto& x : v) x = rng.uniform(-1.0f, 1.0f);
+    return v;
+}
+
+// One sample through one layer: inputs and parameters as in training (tanh-range
+// activations, initialised weights).
+struct LayerCase {
+    std::vector<float> params, in, out, dout, din, grads;
+    LayerCase(const Network& net, const LayerSpec& l) {
+        Rng rng(5);
+        params = init_params(net, 1);
+        in = random_vector(static_cast<size_t>(l.in.size()), rng);
+        out.resize(static_cast<size_t>(l.out.size()));
+        dout = random_vector(out.size(), rng);
+        din.resize(in.size());
+        grads.assign(params.size(), 0.0f);
+    }
+};
+
+void layer_forward(benchmark::State& state, const HostOps* ops, const Network& net, size_t k) {
+    const LayerSpec& l = net.layers[k];
+    LayerCase c(net, l);
+    for (auto _ : state) {
+        ops->forward(l, c.params.data(), c.in.data(), c.out.data());
+        benchmark::DoNotOptimize(c.out.data());
+        benchmark::ClobberMemory();
+    }
+    state.SetItemsProcessed(state.iterations());
+}
+
+void layer_backward(benchmark::State& state, const HostOps* ops, const Network& net, size_t k) {
+    const LayerSpec& l = net.layers[k];
+    LayerCase c(net, l);
+    ops->forward(l, c.params.data(), c.in.data(), c.out.data());
+    std::vector<float> d = c.dout;
+    // The first layer's input gradient is never needed, as in training.
+    float* din = k == 0 ? nullptr : c.din.data();
+    for (auto _ : state) {
+        // backward may overwrite dout; restoring it is a copy of at most 4704 floats.
+        std::copy(c.dout.begin(), c.dout.end(), d.begin());
+        ops->backward(l, c.params.data(), c.in.data(), c.out.data(), d.data(), din, c.grads.data());
+        benchmark::DoNotOptimize(c.grads.data());
+        benchmark::ClobberMemory();
+    }
+    state.SetItemsProcessed(state.iterations());
+}
+
+void update(benchmark::State& state, const HostOps* ops, const Network& net) {
+    Rng rng(6);
+    std::vector<float> p = init_params(net, 1), v(p.size(), 0.0f), g = random_vector(p.size(), rng);
+    for (auto _ : state) {
+        ops->update(p.data(), v.data(), g.data(), p.size(), 1e-6f, 0.9f);
+        benchmark::DoNotOptimize(p.data());
+        benchmark::ClobberMemory();
+    }
+    state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(p.size()));
+}
+
+// A synthetic training set large enough for 16 distinct batches of 64.
+Dataset bench_dataset() {
+    Dataset d;
+    d.count = 1024;
+    d.rows = d.cols = 28;
+    Rng rng(7);
+    d.images.resize(static_cast<size_t>(d.count) * 28 * 28);
+    for (auto& px : d.images) px = static_cast<uint8_t>(rng.below(256));
+    d.labels.resize(static_cast<size_t>(d.count));
+    for (auto& y : d.labels) y = static_cast<uint8_t>(rng.below(10));
+    return d;
+}
+
+// forward + backward + update of one batch, waited for (take_counters syncs OpenCL queues).
+void step(benchmark::State& state, const std::string& variant, int batch) {
+    const Network net = lenet5_network();
+    std::unique_ptr<Engine> e;
+    try {
+        EngineRequest r;
+        r.variant = variant;
+        e = make_engine(net, r);
+    } catch (const std::exception& ex) {
+        state.SkipWithError(ex.what());
+        return;
+    }
+    const Dataset data = bench_dataset();
+    e->upload(Split::Train, data);
+    e->set_params(init_params(net, 1));
+    std::vector<int32_t> order(static_cast<size_t>(data.count));
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+    e->set_order(order);
+    int first = 0;
+    for (auto _ : state) {
+        e->forward(Split::Train, first, batch);
+        e->backward();
+        e->update(0.01f, 0.9f);
+        e->take_counters();
+        first = first + 2 * batch <= data.count ? first + batch : 0;
+    }
+    state.SetItemsProcessed(state.iterations() * batch);
+    state.SetLabel(e->device());
+}
+
+void register_all() {
+    static const Network net = lenet5_network();
+    std::vector<std::pair<std::string, const HostOps*>> ops{{"cpu", &cpu_ops()}};
+#ifdef LENET5_HAVE_SIMD
+    if (const HostOps* simd = simd_ops()) ops.emplace_back("avx", simd);
+#endif
+    for (size_t k = 0; k < net.layers.size(); ++k)
+        for (const auto& [name, o] : ops) {
+            const std::string layer = net.layers[k].name;
+            benchmark::RegisterBenchmark(("forward/" + layer + "/" + name).c_str(), layer_forward, o, net, k);
+            benchmark::RegisterBenchmark(("backward/" + layer + "/" + name).c_str(), layer_backward, o, net, k);
+        }
+    for (const auto& [name, o] : ops) benchmark::RegisterBenchmark(("update/" + name).c_str(), update, o, net);
+
+    std::vector<std::string> variants{"cpu"};
+#ifdef LENET5_HAVE_SIMD
+    variants.insert(variants.end(), {"avx", "omp"});
+#endif
+#ifdef LENET5_HAVE_OPENCL
+    variants.insert(variants.end(), {"gpu", "gpu-constant", "gpu-local"});
+#endif
+    for (int batch : {1, 64})
+        for (const auto& v : variants)
+            benchmark::RegisterBenchmark(("step/" + v + "/batch:" + std::to_string(batch)).c_str(), step, v, batch)
+                ->UseRealTime();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+    register_all();
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}
