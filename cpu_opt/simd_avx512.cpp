@@ -36,20 +36,10 @@ struct Avx512 {
     static F add(F a, F b) { return _mm256_add_ps(a, b); }
     static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
     static F rcp(F a) { return _mm256_rcp14_ps(a); }               // 2^-14 relative
-    static F min(F a, F b) { return _mm256_min_ps(a, b); }         // b when either is NaN
+    static F min(F a, F b) { return _mm256_min_ps(a, b); }  // b when either is NaN
+    static F max(F a, F b) { return _mm256_max_ps(a, b); }  // b when either is NaN
     static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }   // a*b + c
     static F fnma(F a, F b, F c) { return _mm256_fnmadd_ps(a, b, c); }  // c - a*b
-    static F abs(F x) { return _mm256_andnot_ps(set1(-0.0f), x); }
-    // |mag| with the sign of sgn (mag >= 0).
-    static F copysign(F mag, F sgn) { return _mm256_or_ps(mag, _mm256_and_ps(sgn, set1(-0.0f))); }
-    static Mask less(F a, F b) { return _mm256_cmp_ps_mask(a, b, _CMP_LT_OQ); }
-    static F select(Mask m, F yes, F no) { return _mm256_mask_blend_ps(m, no, yes); }
-    static F round(F x) { return _mm256_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
-    // 2^n for integral n in the normal exponent range.
-    static F pow2(F n) {
-        return _mm256_castsi256_ps(
-            _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
-    }
     static float sum(F v) {
         __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
         s = _mm_add_ps(s, _mm_movehl_ps(s, s));
