@@ -3,63 +3,70 @@
 // the previous layer's delta. Both read this layer's delta; the gradients are overwritten.
 
 // Weight and bias gradients of a convolution, each summed over the samples and output positions.
-// in [rows][IC][IH][IW], delta [count][OC][OH][OW] -> gW [nconn][K][K], gb [OC].
+// in [count][IC][IH][IW], delta [count][OC][OH][OW] -> gW [nconn][K][K], gb [OC].
 // conn_out, conn_in [nconn]: each connection's output and input map.
-// NDRange ((nconn*K*K + OC) * WG), work-group WG: group g < nconn*K*K owns weight g, each later
-// group one bias; its items stride over the (sample, position) pairs, then group_sum adds them.
-// scratch: gpu-local __local [WG], otherwise __global [groups * WG].
-__kernel void conv_backward_weights(__global const float* in, __global const int* rows, int first,
-                                    __global const float* delta, __global float* gW, __global float* gb,
-                                    __global const int* conn_out, __global const int* conn_in,
-                                    int IC, int IH, int IW, int OC, int OH, int OW, int K, int nconn,
-                                    int count, SCRATCH float* scratch) {
-    const int g = (int)get_group_id(0), lid = (int)get_local_id(0);
-    const int P = OH * OW, n = count * P, nw = nconn * K * K;
+// NDRange ((nconn*K*K + OC) * REDUCE), work-group REDUCE: group g < nconn*K*K owns weight g, each
+// later group one bias; its items split the (sample, position) pairs (see REDUCE_SPAN), then
+// group_sum adds them up. scratch: gpu-local __local [REDUCE], otherwise __global [groups * REDUCE].
+__kernel __attribute__((reqd_work_group_size(REDUCE, 1, 1))) void conv_backward_weights(
+    __global const float* in, __global const float* delta,
+    __global float* gW, __global float* gb, __global const int* conn_out, __global const int* conn_in, int IC,
+    int IH, int IW, int OC, int OH, int OW, int k_arg, int nconn, int count, SCRATCH float* scratch) {
+    const int g = (int)get_group_id(0), lid = (int)get_local_id(0), K = CONV_WINDOW(k_arg);
+    const int nw = nconn * K * K, P = OH * OW, span = REDUCE_SPAN(P), lanes = REDUCE_LANES(P), lane = lid / span;
+    const bool is_weight = g < nw;
+    const int j = g / (K * K), o = is_weight ? conn_out[j] : g - nw;
+    const int corner = is_weight ? (conn_in[j] * IH + g / K % K) * IW + g % K : 0;  // the window's corner
+    const size_t delta_stride = (size_t)OC * P;
     float v = 0.0f;
-    if (g < nw) {
-        const int j = g / (K * K), ky = g / K % K, kx = g % K;
-        const int o = conn_out[j], at = (conn_in[j] * IH + ky) * IW + kx;  // the window's corner
-        for (int d = lid; d < n; d += WG) {
-            const int s = d / P, p = d - s * P, y = p / OW, x = p - y * OW;
-            v += delta[((size_t)s * OC + o) * P + p] * INPUT_ROW(in, rows, first, s, IC * IH * IW)[at + y * IW + x];
-        }
-    } else {
-        const int o = g - nw;
-        for (int d = lid; d < n; d += WG) {
-            const int s = d / P;
-            v += delta[((size_t)s * OC + o) * P + d - s * P];
+    if (lane < lanes) {
+        for (int p = lid % span; p < P; p += span) {
+            const int y = p / OW, x = p - y * OW, at = corner + y * IW + x;
+            __global const float* d = delta + (size_t)o * P + p;
+            __global const float* src = in + at;
+            const size_t in_stride = (size_t)IC * IH * IW;
+#define WEIGHT_TERM(s) (d[(s) * delta_stride] * src[(s) * in_stride])
+#define BIAS_TERM(s) d[(s) * delta_stride]
+            if (is_weight) SUM_OVER_SAMPLES(v, lane, lanes, count, WEIGHT_TERM);
+            else SUM_OVER_SAMPLES(v, lane, lanes, count, BIAS_TERM);
         }
     }
     v = group_sum(GROUP_SCRATCH(scratch), v);
     if (lid == 0) {
-        if (g < nw) gW[g] = v;
-        else gb[g - nw] = v;
+        if (is_weight) gW[g] = v;
+        else gb[o] = v;
     }
 }
 
+// The sum of a KxK window whose first row starts at x (rows IW apart).
+inline float window_sum(__global const float* x, int IW, int K) {
+    float sum = 0.0f;
+    for (int ky = 0; ky < K; ++ky)
+        for (int kx = 0; kx < K; ++kx) sum += x[ky * IW + kx];
+    return sum;
+}
+
 // Coefficient and bias gradients of a KxK subsampling, each summed over samples and positions.
-// in [rows][C][IH][IW], delta [count][C][OH][OW] -> gcoef [C], gb [C].
-// NDRange (2*C * WG), work-group WG: group c < C owns coef[c], group C+c owns bias[c].
-// scratch as for conv_backward_weights.
-__kernel void subsample_backward_weights(__global const float* in, __global const int* rows, int first,
-                                         __global const float* delta, __global float* gcoef, __global float* gb,
-                                         int C, int IH, int IW, int OH, int OW, int K, int count,
-                                         SCRATCH float* scratch) {
+// in [count][C][IH][IW], delta [count][C][OH][OW] -> gcoef [C], gb [C].
+// NDRange (2*C * REDUCE), work-group REDUCE: group c < C owns coef[c], group C+c bias[c].
+// The items split the domain as in conv_backward_weights; scratch as there.
+__kernel __attribute__((reqd_work_group_size(REDUCE, 1, 1))) void subsample_backward_weights(
+    __global const float* in, __global const float* delta,
+    __global float* gcoef, __global float* gb, int C, int IH, int IW, int OH, int OW, int K, int count,
+    SCRATCH float* scratch) {
     const int g = (int)get_group_id(0), lid = (int)get_local_id(0);
-    const int c = g % C, P = OH * OW, n = count * P;
+    const int c = g % C, P = OH * OW, span = REDUCE_SPAN(P), lanes = REDUCE_LANES(P), lane = lid / span;
+    const size_t delta_stride = (size_t)C * P;
     float v = 0.0f;
-    for (int d = lid; d < n; d += WG) {
-        const int s = d / P, p = d - s * P;
-        const float dl = delta[((size_t)s * C + c) * P + p];
-        if (g < C) {
-            const int y = p / OW, x = p - y * OW;
-            __global const float* win = INPUT_ROW(in, rows, first, s, C * IH * IW) + (c * IH + y * K) * IW + x * K;
-            float sum = 0.0f;
-            for (int ky = 0; ky < K; ++ky)
-                for (int kx = 0; kx < K; ++kx) sum += win[ky * IW + kx];
-            v += dl * sum;
-        } else {
-            v += dl;
+    if (lane < lanes) {
+        for (int p = lid % span; p < P; p += span) {
+            const int y = p / OW, x = p - y * OW, at = (c * IH + y * K) * IW + x * K;  // the window
+            __global const float* d = delta + (size_t)c * P + p;
+            __global const float* src = in + at;
+            const size_t in_stride = (size_t)C * IH * IW;
+#define COEF_TERM(s) (d[(s) * delta_stride] * window_sum(src + (s) * in_stride, IW, K))
+            if (g < C) SUM_OVER_SAMPLES(v, lane, lanes, count, COEF_TERM);
+            else SUM_OVER_SAMPLES(v, lane, lanes, count, BIAS_TERM);
         }
     }
     v = group_sum(GROUP_SCRATCH(scratch), v);
@@ -68,12 +75,15 @@ __kernel void subsample_backward_weights(__global const float* in, __global cons
         else gb[c] = v;
     }
 }
+#undef WEIGHT_TERM
+#undef BIAS_TERM
+#undef COEF_TERM
 
 #ifndef MEM_LOCAL
 // Weight and bias gradients of a fully connected layer, each summed over the batch in sample order.
-// in [rows][I], delta [count][O] -> gW [O][I], gb [O].
+// in [count][I], delta [count][O] -> gW [O][I], gb [O].
 // NDRange (round_up(O*I + O, WG)): item g < O*I owns gW[g / I][g % I], each later item one bias.
-__kernel void fc_backward_weights(__global const float* in, __global const int* rows, int first,
+__kernel void fc_backward_weights(__global const float* in,
                                   __global const float* delta, __global float* gW, __global float* gb,
                                   int I, int O, int count) {
     const int g = (int)get_global_id(0);
@@ -81,7 +91,7 @@ __kernel void fc_backward_weights(__global const float* in, __global const int* 
     float v = 0.0f;
     if (g < O * I) {
         const int o = g / I, i = g - o * I;
-        for (int s = 0; s < count; ++s) v += delta[(size_t)s * O + o] * INPUT_ROW(in, rows, first, s, I)[i];
+        for (int s = 0; s < count; ++s) v += delta[(size_t)s * O + o] * in[(size_t)s * I + i];
         gW[g] = v;
     } else {
         const int o = g - O * I;
@@ -92,26 +102,28 @@ __kernel void fc_backward_weights(__global const float* in, __global const int* 
 #else
 // Weight and bias gradients of a fully connected layer as a tiled matrix product over the batch:
 // gW[o][i] = sum_s delta[s][o] in[s][i], gb[o] = sum_s delta[s][o].
-// in [rows][I], delta [count][O] -> gW [O][I], gb [O].
+// in [count][I], delta [count][O] -> gW [O][I], gb [O].
 // NDRange (round_up(I, TILE), round_up(O, TILE)), work-group (TILE, TILE): item (i, o) of a block;
-// TILE samples at a time of delta and of the inputs go through __local. Items of column i = 0
+// DEPTH samples at a time of delta and of the inputs go through __local. Items of column i = 0
 // also sum the bias.
-__kernel void fc_backward_weights(__global const float* in, __global const int* rows, int first,
+__kernel void fc_backward_weights(__global const float* in,
                                   __global const float* delta, __global float* gW, __global float* gb,
                                   int I, int O, int count) {
-    __local float dt[TILE][TILE];  // [sample][o]
-    __local float xt[TILE][TILE];  // [sample][i]
+    __local float dt[DEPTH][TILE];  // [sample][o]
+    __local float xt[DEPTH][TILE];  // [sample][i]
     const int li = (int)get_local_id(0), lo = (int)get_local_id(1);
     const int i0 = (int)get_group_id(0) * TILE, o0 = (int)get_group_id(1) * TILE;
     const int i = i0 + li, o = o0 + lo;
     float v = 0.0f, vb = 0.0f;
-    for (int s0 = 0; s0 < count; s0 += TILE) {
-        // Item (li, lo) loads sample s0+lo of both, at column o0+li and i0+li: coalesced.
-        const int s = s0 + lo;
-        dt[lo][li] = s < count && o0 + li < O ? delta[(size_t)s * O + o0 + li] : 0.0f;
-        xt[lo][li] = s < count && i < I ? INPUT_ROW(in, rows, first, s, I)[i] : 0.0f;
+    for (int s0 = 0; s0 < count; s0 += DEPTH) {
+        // Item (li, lo) loads samples s0+lo, s0+lo+TILE, ... of both, at column o0+li and i: coalesced.
+        for (int t = lo; t < DEPTH; t += TILE) {
+            const int s = s0 + t;
+            dt[t][li] = s < count && o0 + li < O ? delta[(size_t)s * O + o0 + li] : 0.0f;
+            xt[t][li] = s < count && i < I ? in[(size_t)s * I + i] : 0.0f;
+        }
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (int t = 0; t < TILE; ++t) {
+        for (int t = 0; t < DEPTH; ++t) {
             v += dt[t][lo] * xt[t][li];
             vb += dt[t][lo];
         }
@@ -135,9 +147,9 @@ __kernel void conv_backward_input(__global const float* delta, WEIGHTS const flo
                                   __global const float* prev_out, int prev_act, __global float* d_prev,
                                   __global const int* in_begin, __global const int* in_conn,
                                   __global const int* conn_out, int IC, int IH, int IW, int OC, int OH, int OW,
-                                  int K, int nconn LOCAL_TILE_ARG) {
+                                  int k_arg, int nconn LOCAL_TILE_ARG) {
     const int e = (int)get_global_id(0), s = (int)get_global_id(1);
-    const int out_size = OC * OH * OW;
+    const int K = CONV_WINDOW(k_arg), out_size = OC * OH * OW;
 #ifdef MEM_LOCAL
     __local float* dl = tile;
     __local float* w = dl + out_size;
@@ -151,14 +163,15 @@ __kernel void conv_backward_input(__global const float* delta, WEIGHTS const flo
     const int in_size = IC * IH * IW;
     if (e >= in_size) return;
     const int i = e / (IH * IW), y = e / IW % IH, x = e % IW;
-    // The kernel rows/columns that put (y, x) inside the output.
-    const int ky0 = max(0, y - OH + 1), ky1 = min(K - 1, y), kx0 = max(0, x - OW + 1), kx1 = min(K - 1, x);
     float sum = 0.0f;
     for (int c = in_begin[i]; c < in_begin[i + 1]; ++c) {
         const int j = in_conn[c];
         const int at = (conn_out[j] * OH + y) * OW + x;  // delta[o][y][x]; the term is at - ky*OW - kx
-        for (int ky = ky0; ky <= ky1; ++ky)
-            for (int kx = kx0; kx <= kx1; ++kx) sum += dl[at - ky * OW - kx] * w[(j * K + ky) * K + kx];
+        for (int ky = 0; ky < K; ++ky) {
+            if (y - ky < 0 || y - ky >= OH) continue;
+            for (int kx = 0; kx < K; ++kx)
+                if (x - kx >= 0 && x - kx < OW) sum += dl[at - ky * OW - kx] * w[(j * K + ky) * K + kx];
+        }
     }
     const size_t at = (size_t)s * in_size + e;
     d_prev[at] = activation_grad(prev_act, prev_out[at]) * sum;
@@ -200,22 +213,25 @@ __kernel void fc_backward_input(__global const float* delta, WEIGHTS const float
 // d_prev[s][i] = act'(prev_out[s][i]) * sum_o delta[s][o] W[o][i].
 // delta [count][O], W [O][I], prev_out [count][I] -> d_prev [count][I].
 // NDRange (round_up(I, TILE), round_up(count, TILE)), work-group (TILE, TILE): item (i, s) of a
-// block; TILE-wide slices of delta and of the weights go through __local.
+// block; DEPTH-wide slices of delta and of the weights go through __local.
 __kernel void fc_backward_input(__global const float* delta, __global const float* W,
                                 __global const float* prev_out, int prev_act, __global float* d_prev,
                                 int I, int O, int count) {
-    __local float dt[TILE][TILE];  // [sample][o]
-    __local float wt[TILE][TILE];  // [o][i]
+    __local float dt[TILE][DEPTH];  // [sample][o]
+    __local float wt[DEPTH][TILE];  // [o][i]
     const int li = (int)get_local_id(0), ls = (int)get_local_id(1);
     const int i0 = (int)get_group_id(0) * TILE, s0 = (int)get_group_id(1) * TILE;
     const int i = i0 + li, s = s0 + ls;
     float sum = 0.0f;
-    for (int o0 = 0; o0 < O; o0 += TILE) {
-        // Item (li, ls) loads delta row s at column o0+li and weight row o0+ls at column i: coalesced.
-        dt[ls][li] = s < count && o0 + li < O ? delta[(size_t)s * O + o0 + li] : 0.0f;
-        wt[ls][li] = o0 + ls < O && i < I ? W[(size_t)(o0 + ls) * I + i] : 0.0f;
+    for (int o0 = 0; o0 < O; o0 += DEPTH) {
+        // Item (li, ls) loads delta row s at columns o0+li, o0+li+TILE, ... and weight rows
+        // o0+ls, o0+ls+TILE, ... at column i: coalesced.
+        for (int t = li; t < DEPTH; t += TILE)
+            dt[ls][t] = s < count && o0 + t < O ? delta[(size_t)s * O + o0 + t] : 0.0f;
+        for (int t = ls; t < DEPTH; t += TILE)
+            wt[t][li] = o0 + t < O && i < I ? W[(size_t)(o0 + t) * I + i] : 0.0f;
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (int t = 0; t < TILE; ++t) sum += dt[ls][t] * wt[t][li];
+        for (int t = 0; t < DEPTH; ++t) sum += dt[ls][t] * wt[t][li];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     if (s < count && i < I) {

@@ -1,11 +1,14 @@
 // Shared by every kernel file; cmake/embed_kernels.cmake puts it first in the
 // embedded source. The host (host/opencl_engine.cpp) picks the variant with:
-//   -DWG=n          work-group size of the 1-D kernels and of the reductions (a power of two)
+//   -DREDUCE=r      work-group size of the weight-gradient reductions (a power of two)
 //   -DTILE=t        tile edge of the matrix kernels of gpu-local (TILE*TILE <= the device's limit)
+//   -DCONV_K=k      every convolution (as run by the conv kernels) has k x k windows: their loops
+//                   over the window unroll at compile time; without it K comes from the argument
 //   -DMEM_CONSTANT  weights are read through __constant memory (gpu-constant)
 //   -DMEM_LOCAL     input tiles and weights are staged in __local memory (gpu-local)
 // Neither MEM_ option: every kernel reads and writes __global memory only (gpu).
 //
+// WG in the NDRange comments is the host's work-group size for element-wise kernels.
 // Tensors are [samples][channels][height][width], row-major. "delta" is dLoss/d(pre-activation)
 // of a layer's output; the kernel that produces it applies the activation's derivative.
 // Every work-item owns the addresses it writes: no atomics, and sums run in a fixed order,
@@ -23,7 +26,7 @@
 #endif
 
 // Where the work-group reductions keep their partial sums: __local for gpu-local, else a
-// __global buffer with one WG-sized slice per work-group (synchronised by global-memory barriers).
+// __global buffer with one slice per work-group (synchronised by global-memory barriers).
 #ifdef MEM_LOCAL
 #define SCRATCH __local
 #define SCRATCH_FENCE CLK_LOCAL_MEM_FENCE
@@ -31,8 +34,19 @@
 #else
 #define SCRATCH __global
 #define SCRATCH_FENCE CLK_GLOBAL_MEM_FENCE
-#define GROUP_SCRATCH(scratch) ((scratch) + get_group_id(0) * WG)
+#define GROUP_SCRATCH(scratch) ((scratch) + get_group_id(0) * REDUCE)
 #endif
+
+// The window edge inside the conv kernels: CONV_K when the host fixed it, else their argument.
+#ifdef CONV_K
+#define CONV_WINDOW(k_arg) CONV_K
+#else
+#define CONV_WINDOW(k_arg) (k_arg)
+#endif
+
+// gpu-local's matrix kernels sum DEPTH terms per round of __local tiles: each item loads
+// DEPTH/TILE values per round, so the loads overlap instead of waiting one by one.
+#define DEPTH (4 * TILE)
 
 #define ACT_NONE 0
 #define ACT_TANH 1
@@ -42,21 +56,40 @@ inline float activate(int act, float x) { return act == ACT_TANH ? tanh(x) : x; 
 // The activation's derivative, from its output y.
 inline float activation_grad(int act, float y) { return act == ACT_TANH ? 1.0f - y * y : 1.0f; }
 
-// Sample s of a batch reads input row rows[first + s]: the first layer gathers from the whole
-// data set through the epoch's order; later layers pass the identity (rows = 0, 1, 2, ...).
-#define INPUT_ROW(in, rows, first, s, size) ((in) + (size_t)(rows)[(first) + (s)] * (size_t)(size))
-
-// The sum of v over the WG items of a 1-D work-group, as a fixed tree. Every item must call it;
-// the result is valid in item 0.
+// The sum of v over the REDUCE items of a 1-D work-group, as a fixed tree. Every item must call
+// it; the result is valid in item 0.
 inline float group_sum(SCRATCH float* scratch, float v) {
     const int lid = (int)get_local_id(0);
     scratch[lid] = v;
-    for (int stride = WG / 2; stride > 0; stride >>= 1) {
+    for (int stride = REDUCE / 2; stride > 0; stride >>= 1) {
         barrier(SCRATCH_FENCE);
         if (lid < stride) scratch[lid] += scratch[lid + stride];
     }
     return scratch[0];
 }
+
+// The reductions split a [count][P] domain (samples x positions) over the REDUCE items of a group:
+// `span` items per sample lane cover the positions, `lanes` lanes take every lanes-th sample
+// (lanes > 1 when a map has fewer positions than the group has items). Each item then loops
+// over samples for fixed positions, so the loads of successive samples are independent.
+#define REDUCE_SPAN(P) min((P), REDUCE)
+#define REDUCE_LANES(P) (REDUCE / REDUCE_SPAN(P))
+
+// v += TERM(s) summed over s = start, start + step, ... < count: four samples per round into
+// separate sums (added in a fixed order at the end), so that their loads are in flight together.
+#define SUM_OVER_SAMPLES(v, start, step, count, TERM)              \
+    do {                                                           \
+        float a0_ = 0.0f, a1_ = 0.0f, a2_ = 0.0f, a3_ = 0.0f;      \
+        int s_ = (start);                                          \
+        for (; s_ + 3 * (step) < (count); s_ += 4 * (step)) {      \
+            a0_ += TERM(s_);                                       \
+            a1_ += TERM(s_ + (step));                              \
+            a2_ += TERM(s_ + 2 * (step));                          \
+            a3_ += TERM(s_ + 3 * (step));                          \
+        }                                                          \
+        for (; s_ < (count); s_ += (step)) a0_ += TERM(s_);        \
+        (v) += (a0_ + a1_) + (a2_ + a3_);                          \
+    } while (0)
 
 #ifdef MEM_LOCAL
 // The extra kernel argument of the kernels that stage data in __local memory (sized by the host).

@@ -55,12 +55,13 @@ OpenCLEngine::OpenCLEngine(Network net, MemoryVariant memory, const OpenCLDevice
         const cl::Device& dev = device_.device;
         context_ = cl::Context(dev);
         queue_ = cl::CommandQueue(context_, dev, CL_QUEUE_PROFILING_ENABLE);
-        // Work-group sizes from the device's limits: WG items for the 1-D kernels and the
-        // reductions, TILE x TILE for gpu-local's matrix kernels, and up to 64 samples for the
-        // kernels that lay samples along dimension 0.
+        // Work-group sizes from the device's limits: WG items for the element-wise kernels, REDUCE
+        // (up to 1024: they are latency-bound walks) for the reductions, TILE x TILE for gpu-local's matrix kernels, and up to 64
+        // samples for the kernels that lay samples along dimension 0.
         const size_t max_group = dev.getInfo<CL_DEVICE_MAX_WORK_GROUP_SIZE>();
         const auto item_sizes = dev.getInfo<CL_DEVICE_MAX_WORK_ITEM_SIZES>();
         wg_ = floor_pow2(std::min({size_t{256}, max_group, item_sizes[0]}));
+        reduce_ = floor_pow2(std::min({size_t{1024}, max_group, item_sizes[0]}));
         tile_ = 16;
         while (tile_ > 1 && (tile_ * tile_ > max_group || tile_ > item_sizes[0] || tile_ > item_sizes[1])) tile_ /= 2;
         sample_group_ = std::min<size_t>(wg_, 64);
@@ -95,34 +96,50 @@ std::string OpenCLEngine::variant() const {
 void OpenCLEngine::build_programs() {
     const cl::Device& dev = device_.device;
     const std::string source = opencl_kernel_source();
-    const std::string options = "-cl-std=CL1.2 -DWG=" + std::to_string(wg_) + " -DTILE=" + std::to_string(tile_);
-    layers_.assign(net_.layers.size(), Layer{});
-    switch (memory_) {
-        case MemoryVariant::Global: program_ = build_program(context_, dev, source, options); break;
-        case MemoryVariant::Local: program_ = build_program(context_, dev, source, options + " -DMEM_LOCAL"); break;
-        case MemoryVariant::Constant: {
-            program_ = build_program(context_, dev, source, options + " -DMEM_CONSTANT");
-            // A layer whose weights and biases exceed the device's __constant limit (C5's 192 KB
-            // against NVIDIA's 64 KB) reads them from __global instead, through a second build.
-            const cl_ulong limit = dev.getInfo<CL_DEVICE_MAX_CONSTANT_BUFFER_SIZE>();
-            for (size_t k = 0; k < net_.layers.size(); ++k) {
-                const LayerSpec& l = net_.layers[k];
-                const size_t bytes = (l.weight_count + l.bias_count) * sizeof(float);
-                if (bytes <= limit) continue;
-                layers_[k].weights_global = true;
-                std::cerr << "lenet5: note: gpu-constant: layer " << l.name << " has " << bytes
-                          << " bytes of weights and biases, over CL_DEVICE_MAX_CONSTANT_BUFFER_SIZE (" << limit
-                          << " bytes) of " << device_.name << "; it reads them from __global memory\n";
-            }
-            if (std::any_of(layers_.begin(), layers_.end(), [](const Layer& l) { return l.weights_global; }))
-                global_program_ = build_program(context_, dev, source, options);
-            break;
-        }
+    // When every convolution run by the conv kernels has the same window, fix it at compile time.
+    std::string conv_k;
+    for (const auto& l : net_.layers)
+        if (l.kind == LayerKind::Conv && !conv_is_fc(l))
+            conv_k = conv_k.empty() || conv_k == std::to_string(l.kernel) ? std::to_string(l.kernel) : "varies";
+    const std::string fixed = conv_k.empty() || conv_k == "varies" ? "" : " -DCONV_K=" + conv_k;
+    auto build = [&](const char* memory) {
+        return build_program(context_, dev, source,
+                             "-cl-std=CL1.2 -DREDUCE=" + std::to_string(reduce_) + " -DTILE=" + std::to_string(tile_) +
+                                 fixed + memory);
+    };
+    const char* memory = memory_ == MemoryVariant::Constant ? " -DMEM_CONSTANT"
+                         : memory_ == MemoryVariant::Local  ? " -DMEM_LOCAL"
+                                                            : "";
+    program_ = build(memory);
+    // A compiled kernel may allow smaller groups than the device (NVIDIA: 256 for every kernel);
+    // the reductions need exactly REDUCE items, so build again with what they allow.
+    size_t allowed = reduce_;
+    for (const char* name : {"conv_backward_weights", "subsample_backward_weights"})
+        allowed = std::min(allowed, floor_pow2(cl::Kernel(program_, name).getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(dev)));
+    if (allowed < reduce_) {
+        reduce_ = allowed;
+        program_ = build(memory);
     }
+    layers_.assign(net_.layers.size(), Layer{});
+    if (memory_ != MemoryVariant::Constant) return;
+    // A layer whose weights and biases exceed the device's __constant limit (C5's 192 KB against
+    // NVIDIA's 64 KB) reads them from __global instead, through a second build.
+    const cl_ulong limit = dev.getInfo<CL_DEVICE_MAX_CONSTANT_BUFFER_SIZE>();
+    for (size_t k = 0; k < net_.layers.size(); ++k) {
+        const LayerSpec& l = net_.layers[k];
+        const size_t bytes = (l.weight_count + l.bias_count) * sizeof(float);
+        if (bytes <= limit) continue;
+        layers_[k].weights_global = true;
+        std::cerr << "lenet5: note: gpu-constant: layer " << l.name << " has " << bytes
+                  << " bytes of weights and biases, over CL_DEVICE_MAX_CONSTANT_BUFFER_SIZE (" << limit << " bytes) of "
+                  << device_.name << "; it reads them from __global memory\n";
+    }
+    if (std::any_of(layers_.begin(), layers_.end(), [](const Layer& l) { return l.weights_global; }))
+        global_program_ = build("");
 }
 
 void OpenCLEngine::plan_layers() {
-    size_t scratch_groups = 1;
+    size_t scratch_items = 1;
     for (size_t k = 0; k < net_.layers.size(); ++k) {
         const LayerSpec& l = net_.layers[k];
         Layer& d = layers_[k];
@@ -145,17 +162,16 @@ void OpenCLEngine::plan_layers() {
             d.conn_out = int_buffer(context_, l.conn_out);
             d.in_begin = int_buffer(context_, in_begin);
             d.in_conn = int_buffer(context_, in_conn);
-            scratch_groups = std::max(scratch_groups, l.weight_count + l.bias_count);
-        } else if (l.kind == LayerKind::Subsample) {
-            scratch_groups = std::max(scratch_groups, l.weight_count + l.bias_count);
         }
+        if (l.kind != LayerKind::FullyConnected && !d.fc)
+            scratch_items = std::max(scratch_items, (l.weight_count + l.bias_count) * reduce_);
     }
-    // The reductions' partial sums: __local in gpu-local, else a WG-sized __global slice per group.
+    // The reductions' partial sums: __local in gpu-local, else a __global slice per group.
     if (memory_ != MemoryVariant::Local)
-        scratch_ = cl::Buffer(context_, CL_MEM_READ_WRITE, scratch_groups * wg_ * sizeof(float));
+        scratch_ = cl::Buffer(context_, CL_MEM_READ_WRITE, scratch_items * sizeof(float));
 
     const size_t n = layout_.size();
-    update_ = {kernel(program_, "sgd_momentum", params_, velocity_, grads_, to_int(n), 0.0f, 0.0f), Phase::Update,
+    update_ = {kernel(program_, "sgd_momentum", params_, velocity_, grads_, to_int(n), 0.0f, 0.0f),
                {round_up(n, wg_), 1}, {wg_, 1}, -1, -1};
 }
 
@@ -168,18 +184,23 @@ cl::Kernel OpenCLEngine::kernel(const cl::Program& program, const char* name, co
 }
 
 // Buffers and launches for batches of up to `capacity` samples. Arguments that change per
-// step (the batch count, layer 0's input rows, the labels and loss slots) are set by forward().
+// step (the batch count, the gathered rows, the loss scale and slot) are set by forward().
 void OpenCLEngine::plan_batch(int capacity) {
     capacity_ = capacity;
     const size_t cap = static_cast<size_t>(capacity);
     acts_.clear();
     deltas_.clear();
+    batch_in_ = cl::Buffer(context_, CL_MEM_READ_WRITE, cap * static_cast<size_t>(net_.input.size()) * sizeof(float));
+    batch_labels_ = cl::Buffer(context_, CL_MEM_READ_WRITE, cap);
     for (const auto& l : net_.layers) {
         const size_t bytes = cap * static_cast<size_t>(l.out.size()) * sizeof(float);
         acts_.emplace_back(context_, CL_MEM_READ_WRITE, bytes);
         deltas_.emplace_back(context_, CL_MEM_READ_WRITE, bytes);
     }
     poison_activations();
+    // The data set, rows and first are set by forward().
+    gather_ = {kernel(program_, "gather_batch", cl::Buffer(), cl::Buffer(), cl::Buffer(), 0, net_.input.size(), batch_in_,
+                      batch_labels_), {round_up(static_cast<size_t>(net_.input.size()), wg_), cap}, {wg_, 1}, 1, -1};
 
     const bool local = memory_ == MemoryVariant::Local;
     const size_t T = tile_, sg = sample_group_;
@@ -188,76 +209,80 @@ void OpenCLEngine::plan_batch(int capacity) {
         const LayerSpec& l = net_.layers[k];
         Layer& d = layers_[k];
         const cl::Program& program = d.weights_global ? global_program_ : program_;
-        // Layer 0's input arguments (buffer, rows, first) are set by forward().
-        const cl::Buffer in = k ? acts_[k - 1] : cl::Buffer();
+        const cl::Buffer& in = k ? acts_[k - 1] : batch_in_;
         const cl::Buffer& out = acts_[k];
         const cl::Buffer& delta = deltas_[k];
         const int act = act_code(l.activation), prev_act = k ? act_code(net_.layers[k - 1].activation) : 0;
         const size_t in_size = static_cast<size_t>(l.in.size()), out_size = static_cast<size_t>(l.out.size());
         const int IC = l.in.c, IH = l.in.h, IW = l.in.w, OC = l.out.c, OH = l.out.h, OW = l.out.w, K = l.kernel;
-        auto scratch = [&](cl::Kernel kern, cl_uint index) {
-            if (local) kern.setArg(index, cl::Local(wg_ * sizeof(float)));
-            else kern.setArg(index, scratch_arg);
-            return kern;
+        // A weight-gradient reduction: one group of REDUCE items per parameter.
+        auto reduction = [&](cl::Kernel kern, cl_uint scratch_index, int count_index) {
+            if (local) kern.setArg(scratch_index, cl::Local(reduce_ * sizeof(float)));
+            else kern.setArg(scratch_index, scratch_arg);
+            return Launch{kern, {(l.weight_count + l.bias_count) * reduce_, 1}, {reduce_, 1}, -1, count_index};
         };
         if (d.fc) {
             const int I = to_int(in_size), O = to_int(out_size);
             if (k + 1 == net_.layers.size()) {
-                // Labels, their rows, the loss scale and the slot are set per step.
-                d.forward = {kernel(program, "output_forward", in, identity_, 0, d.W, d.b, out, I, O, 0, cl::Buffer(),
-                                    identity_, 0, 1.0f, delta, losses_, hits_, 0),
-                             Phase::Forward, {cap, 1}, {sg, 1}, 0, 8};
+                // The loss scale and the slot are set per step.
+                // Item (o, s): O rounded up to a power of two, times enough samples for ~64 items.
+                const size_t op = std::max(size_t{1}, floor_pow2(2 * out_size - 1)), samples = std::max(size_t{1}, sg / op);
+                d.forward = {kernel(program, "output_forward", in, d.W, d.b, out, I, O, 0, batch_labels_, 1.0f, delta,
+                                    losses_, hits_, 0), {op, cap}, {op, samples}, 1, 6};
             } else if (local) {
-                d.forward = {kernel(program, "fc_forward", in, identity_, 0, d.W, d.b, out, I, O, act, 0),
-                             Phase::Forward, {round_up(out_size, T), cap}, {T, T}, 1, 9};
+                d.forward = {kernel(program, "fc_forward", in, d.W, d.b, out, I, O, act, 0),
+                             {round_up(out_size, T), cap}, {T, T}, 1, 7};
             } else {
-                d.forward = {kernel(program, "fc_forward", in, identity_, 0, d.W, d.b, out, I, O, act, 0),
-                             Phase::Forward, {cap, out_size}, {sg, 1}, 0, 9};
+                d.forward = {kernel(program, "fc_forward", in, d.W, d.b, out, I, O, act, 0),
+                             {cap, out_size}, {sg, 1}, 0, 7};
             }
-            cl::Kernel weights = kernel(program, "fc_backward_weights", in, identity_, 0, delta, d.gW, d.gb, I, O, 0);
+            cl::Kernel weights = kernel(program, "fc_backward_weights", in, delta, d.gW, d.gb, I, O, 0);
             if (local)
-                d.weights = {weights, Phase::Backward, {round_up(in_size, T), round_up(out_size, T)}, {T, T}, -1, 8};
+                d.weights = {weights, {round_up(in_size, T), round_up(out_size, T)}, {T, T}, -1, 6};
             else
-                d.weights = {weights, Phase::Backward, {round_up(out_size * in_size + out_size, wg_), 1}, {wg_, 1}, -1, 8};
+                d.weights = {weights, {round_up(out_size * in_size + out_size, wg_), 1}, {wg_, 1}, -1, 6};
             if (k) {
                 cl::Kernel input = kernel(program, "fc_backward_input", delta, d.W, acts_[k - 1], prev_act, deltas_[k - 1], I, O, 0);
-                if (local) d.input = {input, Phase::Backward, {round_up(in_size, T), cap}, {T, T}, 1, 7};
-                else d.input = {input, Phase::Backward, {cap, in_size}, {sg, 1}, 0, 7};
+                if (local) d.input = {input, {round_up(in_size, T), cap}, {T, T}, 1, 7};
+                else d.input = {input, {cap, in_size}, {sg, 1}, 0, 7};
             }
         } else if (l.kind == LayerKind::Conv) {
             const int nconn = l.connections();
-            d.forward = {kernel(program, "conv_forward", in, identity_, 0, d.W, d.b, out, d.conn_begin, d.conn_in, IC, IH,
-                                IW, OC, OH, OW, K, act),
-                         Phase::Forward, {round_up(out_size, wg_), cap}, {wg_, 1}, 1, -1};
-            d.weights = {scratch(kernel(program, "conv_backward_weights", in, identity_, 0, delta, d.gW, d.gb, d.conn_out,
-                                        d.conn_in, IC, IH, IW, OC, OH, OW, K, nconn, 0),
-                                 17),
-                         Phase::Backward, {(l.weight_count + l.bias_count) * wg_, 1}, {wg_, 1}, -1, 16};
+            d.forward = {kernel(program, "conv_forward", in, d.W, d.b, out, d.conn_begin, d.conn_in, IC, IH, IW, OC, OH, OW,
+                                K, act), {round_up(out_size, wg_), cap}, {wg_, 1}, 1, -1};
+            d.weights = reduction(kernel(program, "conv_backward_weights", in, delta, d.gW, d.gb, d.conn_out, d.conn_in, IC,
+                                         IH, IW, OC, OH, OW, K, nconn, 0),
+                                  15, 14);
             if (k)
                 d.input = {kernel(program, "conv_backward_input", delta, d.W, acts_[k - 1], prev_act, deltas_[k - 1],
-                                  d.in_begin, d.in_conn, d.conn_out, IC, IH, IW, OC, OH, OW, K, nconn),
-                           Phase::Backward, {round_up(in_size, wg_), cap}, {wg_, 1}, 1, -1};
+                                  d.in_begin, d.in_conn, d.conn_out, IC, IH, IW, OC, OH, OW, K, nconn), {round_up(in_size, wg_), cap}, {wg_, 1}, 1, -1};
             if (local) {
                 // The staged tiles: the sample's input and all weights and biases (forward), the
                 // sample's delta and all weights (input gradient).
-                d.forward.kernel.setArg(16, cl::Local((in_size + l.weight_count + l.bias_count) * sizeof(float)));
+                d.forward.kernel.setArg(14, cl::Local((in_size + l.weight_count + l.bias_count) * sizeof(float)));
                 if (k) d.input.kernel.setArg(16, cl::Local((out_size + l.weight_count) * sizeof(float)));
             }
         } else {
-            d.forward = {kernel(program, "subsample_forward", in, identity_, 0, d.W, d.b, out, OC, IH, IW, OH, OW, K, act),
-                         Phase::Forward, {round_up(out_size, wg_), cap}, {wg_, 1}, 1, -1};
-            d.weights = {scratch(kernel(program, "subsample_backward_weights", in, identity_, 0, delta, d.gW, d.gb, OC, IH,
-                                        IW, OH, OW, K, 0),
-                                 13),
-                         Phase::Backward, {2 * static_cast<size_t>(OC) * wg_, 1}, {wg_, 1}, -1, 12};
+            d.forward = {kernel(program, "subsample_forward", in, d.W, d.b, out, OC, IH, IW, OH, OW, K, act), {round_up(out_size, wg_), cap}, {wg_, 1}, 1, -1};
+            d.weights = reduction(kernel(program, "subsample_backward_weights", in, delta, d.gW, d.gb, OC, IH, IW, OH, OW,
+                                         K, 0),
+                                  11, 10);
             if (k)
                 d.input = {kernel(program, "subsample_backward_input", delta, d.W, acts_[k - 1], prev_act, deltas_[k - 1],
-                                  OC, IH, IW, OH, OW, K),
-                           Phase::Backward, {round_up(in_size, wg_), cap}, {wg_, 1}, 1, -1};
+                                  OC, IH, IW, OH, OW, K), {round_up(in_size, wg_), cap}, {wg_, 1}, 1, -1};
         }
         check_fits(d.forward, l.name);
         check_fits(d.weights, l.name);
         if (k) check_fits(d.input, l.name);
+    }
+    // A step: gather, every layer forward; from the last layer down, its weight gradients and
+    // the previous layer's delta (which the next weight gradients read).
+    forward_launches_ = {&gather_};
+    for (auto& layer : layers_) forward_launches_.push_back(&layer.forward);
+    backward_launches_.clear();
+    for (size_t k = layers_.size(); k-- > 0;) {
+        backward_launches_.push_back(&layers_[k].weights);
+        if (k) backward_launches_.push_back(&layers_[k].input);
     }
 }
 
@@ -278,29 +303,35 @@ void OpenCLEngine::check_fits(const Launch& launch, const std::string& layer) co
                     " (CL_DEVICE_LOCAL_MEM_SIZE)");
 }
 
-void OpenCLEngine::enqueue(Launch& launch, int count) {
+void OpenCLEngine::enqueue(Launch& launch, int count, cl::Event* event) {
     if (launch.count_arg >= 0) launch.kernel.setArg(static_cast<cl_uint>(launch.count_arg), count);
     auto global = launch.global;
     if (launch.batch_dim >= 0) {
         const size_t dim = static_cast<size_t>(launch.batch_dim);
         global[dim] = round_up(static_cast<size_t>(count), launch.local[dim]);
     }
-    cl::Event event;
     queue_.enqueueNDRangeKernel(launch.kernel, cl::NullRange, cl::NDRange(global[0], global[1]),
-                                cl::NDRange(launch.local[0], launch.local[1]), nullptr, &event);
-    events_.emplace_back(std::move(event), launch.phase);
+                                cl::NDRange(launch.local[0], launch.local[1]), nullptr, event);
+}
+
+void OpenCLEngine::enqueue_phase(Phase phase, const std::vector<Launch*>& launches, int count) {
+    Span span{{}, {}, phase};
+    for (size_t i = 0; i < launches.size(); ++i)
+        enqueue(*launches[i], count, i == 0 ? &span.first : i + 1 == launches.size() ? &span.last : nullptr);
+    if (launches.size() == 1) span.last = span.first;
+    spans_.push_back(std::move(span));
 }
 
 void OpenCLEngine::write(const cl::Buffer& buffer, const void* data, size_t bytes) {
     cl::Event event;
     queue_.enqueueWriteBuffer(buffer, CL_TRUE, 0, bytes, data, nullptr, &event);
-    events_.emplace_back(std::move(event), Phase::Transfer);
+    spans_.push_back({event, event, Phase::Transfer});
 }
 
 void OpenCLEngine::read(const cl::Buffer& buffer, void* data, size_t bytes) {
     cl::Event event;
     queue_.enqueueReadBuffer(buffer, CL_TRUE, 0, bytes, data, nullptr, &event);
-    events_.emplace_back(std::move(event), Phase::Transfer);
+    spans_.push_back({event, event, Phase::Transfer});
 }
 
 // NaN in every activation and delta, so that an element a kernel fails to write shows up.
@@ -329,9 +360,8 @@ void OpenCLEngine::upload(Split split, const Dataset& data) {
         d.inputs = cl::Buffer(context_, CL_MEM_READ_WRITE, count * static_cast<size_t>(in.size()) * sizeof(float));
         d.labels = cl::Buffer(context_, CL_MEM_READ_ONLY, count);
         write(d.labels, data.labels.data(), count);
-        Launch convert{kernel(program_, "images_to_inputs", bytes, data.rows, data.cols, byte_values_, d.inputs, in.h, in.w),
-                       Phase::Transfer, {round_up(static_cast<size_t>(in.h * in.w), wg_), count}, {wg_, 1}, -1, -1};
-        enqueue(convert, 0);
+        Launch convert{kernel(program_, "images_to_inputs", bytes, data.rows, data.cols, byte_values_, d.inputs, in.h, in.w), {round_up(static_cast<size_t>(in.h * in.w), wg_), count}, {wg_, 1}, -1, -1};
+        enqueue_phase(Phase::Transfer, {&convert}, 0);
         if (split == Split::Train) {
             order_ = cl::Buffer(context_, CL_MEM_READ_ONLY, count * sizeof(int32_t));
             order_set_ = false;
@@ -406,7 +436,7 @@ void OpenCLEngine::set_order(const std::vector<int32_t>& order) {
         order_host_ = order;
         queue_.enqueueWriteBuffer(order_, CL_FALSE, 0, order.size() * sizeof(int32_t), order_host_.data(), nullptr,
                                   &order_written_);
-        events_.emplace_back(order_written_, Phase::Transfer);
+        spans_.push_back({order_written_, order_written_, Phase::Transfer});
         order_set_ = true;
     });
 }
@@ -422,21 +452,14 @@ void OpenCLEngine::forward(Split split, int first, int count) {
     cl_checked([&] {
         if (count > capacity_) plan_batch(count);
         if (cursor_ + count > slots_) collect_counters();
-        const cl::Buffer& rows = train ? order_ : identity_;
-        Layer& first_layer = layers_.front();
-        for (Launch* launch : {&first_layer.forward, &first_layer.weights}) {
-            if (launch == &first_layer.weights && !train) continue;  // backward() only follows a training forward
-            launch->kernel.setArg(0, data.inputs);
-            launch->kernel.setArg(1, rows);
-            launch->kernel.setArg(2, first);
-        }
+        gather_.kernel.setArg(0, data.inputs);
+        gather_.kernel.setArg(1, data.labels);
+        gather_.kernel.setArg(2, train ? order_ : identity_);
+        gather_.kernel.setArg(3, first);
         cl::Kernel& output = layers_.back().forward.kernel;
-        output.setArg(9, data.labels);
-        output.setArg(10, rows);
-        output.setArg(11, first);
-        output.setArg(12, 1.0f / static_cast<float>(count));
-        output.setArg(16, cursor_);
-        for (auto& layer : layers_) enqueue(layer.forward, count);
+        output.setArg(8, 1.0f / static_cast<float>(count));
+        output.setArg(12, cursor_);
+        enqueue_phase(Phase::Forward, forward_launches_, count);
         cursor_ += count;
         count_ = count;
         last_was_train_ = train;
@@ -446,10 +469,7 @@ void OpenCLEngine::forward(Split split, int first, int count) {
 void OpenCLEngine::backward() {
     if (!last_was_train_) throw Error("backward() needs a training forward() first");
     cl_checked([&] {
-        for (size_t k = layers_.size(); k-- > 0;) {
-            enqueue(layers_[k].weights, count_);
-            if (k) enqueue(layers_[k].input, count_);
-        }
+        enqueue_phase(Phase::Backward, backward_launches_, count_);
     });
 }
 
@@ -457,7 +477,7 @@ void OpenCLEngine::update(float lr, float momentum) {
     cl_checked([&] {
         update_.kernel.setArg(4, lr);
         update_.kernel.setArg(5, momentum);
-        enqueue(update_, 0);
+        enqueue_phase(Phase::Update, {&update_}, 0);
         queue_.flush();  // hand the step to the device now, without waiting for it
     });
 }
@@ -492,9 +512,9 @@ PhaseTimes OpenCLEngine::take_times() {
     return cl_checked([&] {
         queue_.finish();
         PhaseTimes t;
-        for (const auto& [event, phase] : events_) {
-            const auto start = event.getProfilingInfo<CL_PROFILING_COMMAND_START>();
-            const auto end = event.getProfilingInfo<CL_PROFILING_COMMAND_END>();
+        for (const auto& [first, last, phase] : spans_) {
+            const auto start = first.getProfilingInfo<CL_PROFILING_COMMAND_START>();
+            const auto end = last.getProfilingInfo<CL_PROFILING_COMMAND_END>();
             const double ms = static_cast<double>(end - start) * 1e-6;
             switch (phase) {
                 case Phase::Forward: t.forward_ms += ms; break;
@@ -503,7 +523,7 @@ PhaseTimes OpenCLEngine::take_times() {
                 case Phase::Transfer: t.transfer_ms += ms; break;
             }
         }
-        events_.clear();
+        spans_.clear();
         return t;
     });
 }

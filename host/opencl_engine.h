@@ -1,9 +1,9 @@
 // The engine of the OpenCL variants. Everything stays on the device: both data sets
 // (converted once), the parameters, gradients, momentum and activations. A training
-// step is kernel launches only (forward: one per layer, the last fused with the softmax
-// cross-entropy; backward: per layer one for the weight gradients and one for the
-// previous layer's delta; update: one over the flat buffer); per epoch only the order
-// goes up and the per-sample losses and hits come back.
+// step is kernel launches only (forward: one gathering the batch, then one per layer,
+// the last fused with the softmax cross-entropy; backward: per layer one for the weight
+// gradients and one for the previous layer's delta; update: one over the flat buffer);
+// per epoch only the order goes up and the per-sample losses and hits come back.
 #pragma once
 #include <array>
 #include <string>
@@ -53,7 +53,6 @@ private:
     // One kernel with its fixed arguments set, and how its NDRange follows the batch size.
     struct Launch {
         cl::Kernel kernel;
-        Phase phase = Phase::Forward;
         std::array<size_t, 2> global{1, 1}, local{1, 1};
         int batch_dim = -1;       // the dimension that is the batch count rounded up to local[batch_dim]
         int count_arg = -1;       // the argument that takes the batch count, if any
@@ -79,7 +78,8 @@ private:
     void plan_layers();
     void plan_batch(int capacity);
     void check_fits(const Launch& launch, const std::string& layer) const;
-    void enqueue(Launch& launch, int count);
+    void enqueue(Launch& launch, int count, cl::Event* event = nullptr);
+    void enqueue_phase(Phase phase, const std::vector<Launch*>& launches, int count);
     void write(const cl::Buffer& buffer, const void* data, size_t bytes);
     void read(const cl::Buffer& buffer, void* data, size_t bytes);
     void poison_activations();
@@ -92,7 +92,7 @@ private:
     OpenCLDevice device_;
     cl::Context context_;
     cl::CommandQueue queue_;
-    size_t wg_ = 0, tile_ = 0, sample_group_ = 0;  // work-group sizes (see the .cpp)
+    size_t wg_ = 0, reduce_ = 0, tile_ = 0, sample_group_ = 0;  // work-group sizes (see the .cpp)
     cl_ulong local_mem_ = 0;
     cl::Program program_, global_program_;  // global_program_: gpu-constant's fallback build
     DeviceLayout layout_;
@@ -102,11 +102,15 @@ private:
     Launch update_;
 
     SplitData train_, test_;
-    cl::Buffer order_, identity_;  // identity_: 0, 1, 2, ... (test rows; hidden layers' rows)
+    cl::Buffer order_, identity_;  // the rows of a batch: the epoch's order, or 0, 1, 2, ... (test set)
     std::vector<int32_t> order_host_;  // kept alive until its non-blocking upload is done
     cl::Event order_written_;
     bool order_set_ = false;
 
+    // The batch's inputs and labels, gathered from the data set by gather_ ([capacity][input], [capacity]).
+    cl::Buffer batch_in_, batch_labels_;
+    Launch gather_;
+    std::vector<Launch*> forward_launches_, backward_launches_;  // a step's phases, in order
     // acts_[k]: layer k's output, deltas_[k]: dLoss/d(its pre-activation); [capacity][out] each.
     std::vector<cl::Buffer> acts_, deltas_;
     int capacity_ = 0, count_ = 0;
@@ -117,7 +121,15 @@ private:
     int slots_ = 0, cursor_ = 0;
     Counters counters_;  // what collect_counters has read back so far
 
-    std::vector<std::pair<cl::Event, Phase>> events_;  // resolved lazily by take_times
+    // What the device did, per phase of a step (or per transfer): from the start of its first
+    // command to the end of its last. Only those two commands carry events: an event on every
+    // launch costs NVIDIA's driver ~3 us of host time each, more than many of the kernels take.
+    // Resolved lazily by take_times.
+    struct Span {
+        cl::Event first, last;
+        Phase phase;
+    };
+    std::vector<Span> spans_;
 };
 
 }  // namespace lenet5
