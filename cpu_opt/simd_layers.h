@@ -156,22 +156,55 @@ struct SimdLayers {
     // vector covers N output positions whatever the map width. Columns x >= OW are
     // dropped (forward) or held at zero (backward); P = (OH-1)*IW + OW positions.
 
+    // Register blocks for output maps that read the same input maps (all of a dense
+    // layer's, such as C1): one load of an input vector serves kMaps maps.
+    static constexpr int kMaps = V::kRegs >= 32 ? 6 : 3, kMapVectors = V::kRegs >= 32 ? 4 : 3;
+    template <int K>
+    static constexpr int kGradMaps = (V::kRegs - 1) / (K + 1) < 3 ? (V::kRegs - 1) / (K + 1) : 3;
+
+    // How many maps from o on read the same input maps as o.
+    static int maps_sharing_inputs(const LayerSpec& l, int o) {
+        const int first = l.conn_begin[o], n = l.conn_begin[o + 1] - first;
+        int m = 1;
+        for (; o + m < l.out.c; ++m) {
+            const int b = l.conn_begin[o + m];
+            if (l.conn_begin[o + m + 1] - b != n) break;
+            int k = 0;
+            while (k < n && l.conn_in[b + k] == l.conn_in[first + k]) ++k;
+            if (k < n) break;
+        }
+        return m;
+    }
+
     // in [C][IH][IW] -> out [OC][OH][OW]: out[o] = act(b[o] + sum over connections j of o
     // of W[j] (KxK) correlated with in[conn_in[j]]).
     template <int K>
     static void conv_forward(const LayerSpec& l, const float* params, const float* in, float* out) {
         const int IW = l.in.w, IHW = l.in.h * l.in.w, OH = l.out.h, OW = l.out.w;
-        const int P = (OH - 1) * IW + OW;
-        const Blocks bl = blocks(vectors(P));
-        const int span = bl.count * bl.size * N;  // wide positions computed, >= P
-        // The last tap of the last vector reads span - P floats past the input.
-        const float* src = padded(in, l.in.c * IHW, span - P);
-        float* wide = tls_work.get(static_cast<size_t>(span + N));  // + N: compaction reads whole vectors
+        const int P = (OH - 1) * IW + OW, nv = vectors(P);
+        const Blocks bl = blocks(nv);
+        const int span = bl.count * bl.size * N;                                  // wide positions, one map
+        const int mspan = (nv + kMapVectors - 1) / kMapVectors * kMapVectors * N;  // kMaps maps at once
+        const int reach = span > mspan ? span : mspan, stride = reach + N;  // + N: compaction reads whole vectors
+        // The last tap of the last vector reads reach - P floats past the input.
+        const float* src = padded(in, l.in.c * IHW, reach - P);
+        float* wide = tls_work.get(static_cast<size_t>(kMaps * stride));
         const float* W = params + l.weight_offset;
         const float* bias = params + l.bias_offset;
-        with_count<V::kBlock>(bl.size, [&](auto block) {
-            constexpr int R = decltype(block)::value;
-            for (int o = 0; o < l.out.c; ++o) {
+        auto compact = [&](const float* w, int o) {  // wide rows -> out[o] [OH][OW]
+            float* dst = out + o * OH * OW;
+            for (int y = 0; y < OH; ++y)
+                for (int x0 = 0; x0 < OW; x0 += N) store_n(dst + y * OW + x0, V::load(w + y * IW + x0), OW - x0);
+        };
+        for (int o = 0; o < l.out.c;) {
+            if (maps_sharing_inputs(l, o) >= kMaps) {
+                conv_forward_maps<K>(l, W, bias, src, o, mspan, wide, stride);
+                for (int m = 0; m < kMaps; ++m) compact(wide + m * stride, o + m);
+                o += kMaps;
+                continue;
+            }
+            with_count<V::kBlock>(bl.size, [&](auto block) {
+                constexpr int R = decltype(block)::value;
                 for (int p0 = 0; p0 < span; p0 += R * N) {
                     F acc[R];
                     LENET5_UNROLL for (int r = 0; r < R; ++r) acc[r] = V::set1(bias[o]);
@@ -187,13 +220,57 @@ struct SimdLayers {
                     }
                     LENET5_UNROLL for (int r = 0; r < R; ++r) V::store(wide + p0 + r * N, acc[r]);
                 }
-                // Compact the wide rows into out[o] [OH][OW].
-                float* dst = out + o * OH * OW;
-                for (int y = 0; y < OH; ++y)
-                    for (int x0 = 0; x0 < OW; x0 += N) store_n(dst + y * OW + x0, V::load(wide + y * IW + x0), OW - x0);
-            }
-        });
+            });
+            compact(wide, o);
+            ++o;
+        }
         activate(l, out, l.out.size());
+    }
+
+    // The wide outputs of the kMaps maps from o0, which read the same input maps,
+    // into wide + m*stride: kMaps x kMapVectors accumulators per block of positions.
+    template <int K>
+    static void conv_forward_maps(const LayerSpec& l, const float* W, const float* bias, const float* src, int o0,
+                                  int mspan, float* wide, int stride) {
+        constexpr int M = kMaps, R = kMapVectors;
+        const int IW = l.in.w, IHW = l.in.h * l.in.w, conns = l.conn_begin[o0 + 1] - l.conn_begin[o0];
+        for (int p0 = 0; p0 < mspan; p0 += R * N) {
+            F acc[M][R];
+            LENET5_UNROLL for (int m = 0; m < M; ++m) LENET5_UNROLL for (int r = 0; r < R; ++r) acc[m][r] = V::set1(bias[o0 + m]);
+            for (int c = 0; c < conns; ++c) {
+                const float* s = src + l.conn_in[l.conn_begin[o0] + c] * IHW + p0;
+                const float* w[M];
+                LENET5_UNROLL for (int m = 0; m < M; ++m) w[m] = W + (l.conn_begin[o0 + m] + c) * K * K;
+                for (int ky = 0; ky < K; ++ky)
+                    LENET5_UNROLL for (int kx = 0; kx < K; ++kx) {
+                        F x[R];
+                        LENET5_UNROLL for (int r = 0; r < R; ++r) x[r] = V::load(s + ky * IW + kx + r * N);
+                        LENET5_UNROLL for (int m = 0; m < M; ++m) {
+                            const F wv = V::set1(w[m][ky * K + kx]);
+                            LENET5_UNROLL for (int r = 0; r < R; ++r) acc[m][r] = V::fma(x[r], wv, acc[m][r]);
+                        }
+                    }
+            }
+            LENET5_UNROLL for (int m = 0; m < M; ++m) LENET5_UNROLL for (int r = 0; r < R; ++r) V::store(wide + m * stride + p0 + r * N, acc[m][r]);
+        }
+    }
+
+    // Weight gradients of row ky for the M maps from one that read the same input s:
+    // gw[m][ky][kx] += sum_p d[m][p] * s[p + ky*IW + kx]; each input vector serves M maps.
+    template <int K, int M>
+    static void conv_weight_grad_maps(const float* const* d, const float* s, int np, int IW, int ky, float* const* gw) {
+        F acc[M][K];
+        LENET5_UNROLL for (int m = 0; m < M; ++m) LENET5_UNROLL for (int kx = 0; kx < K; ++kx) acc[m][kx] = V::zero();
+        for (int c = 0; c < np * N; c += N) {
+            F dv[M];
+            LENET5_UNROLL for (int m = 0; m < M; ++m) dv[m] = V::load(d[m] + c);
+            const float* t = s + c + ky * IW;
+            LENET5_UNROLL for (int kx = 0; kx < K; ++kx) {
+                const F x = V::load(t + kx);
+                LENET5_UNROLL for (int m = 0; m < M; ++m) acc[m][kx] = V::fma(dv[m], x, acc[m][kx]);
+            }
+        }
+        for (int m = 0; m < M; ++m) add_sums(acc[m], K, gw[m] + ky * K);
     }
 
     // gW[ky0+ty][kx] += sum_p d[p] * s[p + (ky0+ty)*IW + kx] for ty < Rows: Rows*K
@@ -261,13 +338,29 @@ struct SimdLayers {
         const float* src = padded(in, l.in.c * IHW, np * N - P);
         constexpr int kRows = (V::kRegs - 3) / K < K ? (V::kRegs - 3) / K : K;
         static_assert(kRows >= 1, "kernel too wide for the register file");
-        for (int j = 0; j < l.connections(); ++j) {
-            const float* d = dwide_all + l.conn_out[j] * stride + front;
-            const float* s = src + l.conn_in[j] * IHW;
-            float* gw = gW + j * K * K;
-            int ky0 = 0;
-            for (; ky0 + kRows <= K; ky0 += kRows) conv_weight_grad_rows<K, kRows>(d, s, np, IW, ky0, gw);
-            if constexpr (K % kRows != 0) conv_weight_grad_rows<K, K % kRows>(d, s, np, IW, ky0, gw);
+        constexpr int kM = kGradMaps<K>;
+        for (int o = 0; o < l.out.c;) {
+            const int maps = kM > 1 && maps_sharing_inputs(l, o) >= kM ? kM : 1;
+            for (int j = l.conn_begin[o]; j < l.conn_begin[o + 1]; ++j) {
+                const float* s = src + l.conn_in[j] * IHW;
+                if (maps == 1) {
+                    const float* d = dwide_all + o * stride + front;
+                    float* gw = gW + j * K * K;
+                    int ky0 = 0;
+                    for (; ky0 + kRows <= K; ky0 += kRows) conv_weight_grad_rows<K, kRows>(d, s, np, IW, ky0, gw);
+                    if constexpr (K % kRows != 0) conv_weight_grad_rows<K, K % kRows>(d, s, np, IW, ky0, gw);
+                } else if constexpr (kM > 1) {
+                    // The same connection (same input) of each of the kM maps.
+                    const float* d[kM];
+                    float* gw[kM];
+                    for (int m = 0; m < kM; ++m) {
+                        d[m] = dwide_all + (o + m) * stride + front;
+                        gw[m] = gW + (l.conn_begin[o + m] + j - l.conn_begin[o]) * K * K;
+                    }
+                    for (int ky = 0; ky < K; ++ky) conv_weight_grad_maps<K, kM>(d, s, np, IW, ky, gw);
+                }
+            }
+            o += maps;
         }
 
         // 3. Input gradient, by rows: d[o] row y, shifted by kx, times W[j][ky][kx] adds to
