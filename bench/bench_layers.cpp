@@ -77,7 +77,7 @@ void update(benchmark::State& state, const HostOps* ops, const Network& net) {
     Rng rng(6);
     std::vector<float> p = init_params(net, 1), v(p.size(), 0.0f), g = random_vector(p.size(), rng);
     for (auto _ : state) {
-        ops->update(p.data(), v.data(), g.data(), p.size(), 1e-6f, 0.9f);
+        ops->update(p.data(), v.data(), g.data(), p.size(), 1e-6f, 0.9f, 5e-4f);
         benchmark::DoNotOptimize(p.data());
         benchmark::ClobberMemory();
     }
@@ -119,7 +119,7 @@ void step(benchmark::State& state, const std::string& variant, int batch) {
     for (auto _ : state) {
         e->forward(Split::Train, first, batch);
         e->backward();
-        e->update(0.01f, 0.9f);
+        e->update(0.01f, 0.9f, 5e-4f);
         e->take_counters();
         first = first + 2 * batch <= data.count ? first + batch : 0;
     }

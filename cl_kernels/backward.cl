@@ -2,82 +2,112 @@
 // gradients (summed over the batch in a fixed order) and, except for the first layer, one for
 // the previous layer's delta. Both read this layer's delta; the gradients are overwritten.
 
-// Weight and bias gradients of a convolution, each summed over the samples and output positions.
-// in [count][IC][IH][IW], delta [count][OC][OH][OW] -> gW [nconn][K][K], gb [OC].
-// conn_out, conn_in [nconn]: each connection's output and input map.
-// NDRange ((nconn*K*K + OC) * REDUCE), work-group REDUCE: group g < nconn*K*K owns weight g, each
-// later group one bias; its items split the (sample, position) pairs (see REDUCE_SPAN), then
-// group_sum adds them up. scratch: gpu-local __local [REDUCE], otherwise __global [groups * REDUCE].
-__kernel __attribute__((reqd_work_group_size(REDUCE, 1, 1))) void conv_backward_weights(
-    __global const float* in, __global const float* delta,
-    __global float* gW, __global float* gb, __global const int* conn_out, __global const int* conn_in, int IC,
-    int IH, int IW, int OC, int OH, int OW, int k_arg, int nconn, int count, SCRATCH float* scratch) {
-    const int g = (int)get_group_id(0), lid = (int)get_local_id(0), K = CONV_WINDOW(k_arg);
-    const int nw = nconn * K * K, P = OH * OW, span = REDUCE_SPAN(P), lanes = REDUCE_LANES(P), lane = lid / span;
-    const bool is_weight = g < nw;
-    const int j = g / (K * K), o = is_weight ? conn_out[j] : g - nw;
-    const int corner = is_weight ? (conn_in[j] * IH + g / K % K) * IW + g % K : 0;  // the window's corner
-    const size_t delta_stride = (size_t)OC * P;
+// The weight gradients of convolutions and subsamplings take two launches: stage 1 (per layer)
+// sums over chunks of `chunk` samples into partial [chunks][n], at the parameters' offsets within
+// a run of such layers in the device layout; stage 2 (sum_partials, once per run) adds the chunks
+// in order. The chunks make enough work-groups, and each group reads its maps once for all taps.
+
+// Stage 1 for a convolution. in [count][IC][IH][IW], delta [count][OC][OH][OW] -> partial: chunk c's
+// sum for weight (j, ky, kx) at c*n + w_at + (j*K + ky)*K + kx, for bias o at c*n + b_at + o.
+// conn_begin [OC+1], conn_out, conn_in [nconn]: network.h's lists.
+// NDRange (nconn * chunks * REDUCE), work-group REDUCE: group (j, c) = (g % nconn, g / nconn). Its
+// items are (tap, lane): taps 0..K*K-1 are the weights of connection j, tap K*K the bias of its
+// output map (summed by the map's first connection); the lanes split the output positions.
+// scratch: gpu-local __local [REDUCE], otherwise __global [groups * REDUCE]. gpu-local stages
+// each sample's delta and input map in `tile` (OH*OW + IH*IW floats).
+__kernel __attribute__((reqd_work_group_size(REDUCE, 1, 1))) void conv_weight_partials(
+    __global const float* in, __global const float* delta, __global float* partial, int n, int w_at, int b_at,
+    __global const int* conn_begin, __global const int* conn_out, __global const int* conn_in, int IC, int IH,
+    int IW, int OC, int OH, int OW, int k_arg, int nconn, int count, int chunk,
+    SCRATCH float* scratch LOCAL_TILE_ARG) {
+    const int K = CONV_WINDOW(k_arg), taps = K * K + 1, lanes = REDUCE / taps;
+    const int g = (int)get_group_id(0), lid = (int)get_local_id(0), t = lid % taps, lane = lid / taps;
+    const int j = g % nconn, c = g / nconn, o = conn_out[j], i = conn_in[j], P = OH * OW;
+    const bool bias = t == K * K, active = lane < lanes && (!bias || conn_begin[o] == j);
+    const int window = bias ? 0 : t / K * IW + t % K;  // tap (ky, kx) within the input map
     float v = 0.0f;
-    if (lane < lanes) {
-        for (int p = lid % span; p < P; p += span) {
-            const int y = p / OW, x = p - y * OW, at = corner + y * IW + x;
-            __global const float* d = delta + (size_t)o * P + p;
-            __global const float* src = in + at;
-            const size_t in_stride = (size_t)IC * IH * IW;
-#define WEIGHT_TERM(s) (d[(s) * delta_stride] * src[(s) * in_stride])
-#define BIAS_TERM(s) d[(s) * delta_stride]
-            if (is_weight) SUM_OVER_SAMPLES(v, lane, lanes, count, WEIGHT_TERM);
-            else SUM_OVER_SAMPLES(v, lane, lanes, count, BIAS_TERM);
+    for (int s = c * chunk; s < min(count, (c + 1) * chunk); ++s) {
+#ifdef MEM_LOCAL
+        __local float* d = tile;
+        __local float* x = tile + P;
+        barrier(CLK_LOCAL_MEM_FENCE);  // the previous sample's maps are no longer read
+        copy_to_local(d, delta + ((size_t)s * OC + o) * P, P);
+        copy_to_local(x, in + ((size_t)s * IC + i) * IH * IW, IH * IW);
+        barrier(CLK_LOCAL_MEM_FENCE);
+#else
+        __global const float* d = delta + ((size_t)s * OC + o) * P;
+        __global const float* x = in + ((size_t)s * IC + i) * IH * IW;
+#endif
+        // Output (y, x) pairs with input (y + ky, x + kx), at p + y*(IW - OW) + window.
+#define WEIGHT_TERM(p) (d[p] * x[(p) + (p) / OW * (IW - OW) + window])
+#define BIAS_TERM(p) d[p]
+        if (active) {
+            if (bias) SUM_STRIDED(v, lane, lanes, P, BIAS_TERM);
+            else SUM_STRIDED(v, lane, lanes, P, WEIGHT_TERM);
         }
     }
-    v = group_sum(GROUP_SCRATCH(scratch), v);
-    if (lid == 0) {
-        if (is_weight) gW[g] = v;
-        else gb[o] = v;
+    v = tap_sum(GROUP_SCRATCH(scratch), v, taps, lanes);
+    if (lid < taps && active) {
+        __global float* out = partial + (size_t)c * n;
+        if (bias) out[b_at + o] = v;
+        else out[w_at + j * K * K + t] = v;
     }
 }
 
-// The sum of a KxK window whose first row starts at x (rows IW apart).
-inline float window_sum(__global const float* x, int IW, int K) {
-    float sum = 0.0f;
-    for (int ky = 0; ky < K; ++ky)
-        for (int kx = 0; kx < K; ++kx) sum += x[ky * IW + kx];
-    return sum;
-}
-
-// Coefficient and bias gradients of a KxK subsampling, each summed over samples and positions.
-// in [count][C][IH][IW], delta [count][C][OH][OW] -> gcoef [C], gb [C].
-// NDRange (2*C * REDUCE), work-group REDUCE: group c < C owns coef[c], group C+c bias[c].
-// The items split the domain as in conv_backward_weights; scratch as there.
-__kernel __attribute__((reqd_work_group_size(REDUCE, 1, 1))) void subsample_backward_weights(
-    __global const float* in, __global const float* delta,
-    __global float* gcoef, __global float* gb, int C, int IH, int IW, int OH, int OW, int K, int count,
-    SCRATCH float* scratch) {
-    const int g = (int)get_group_id(0), lid = (int)get_local_id(0);
-    const int c = g % C, P = OH * OW, span = REDUCE_SPAN(P), lanes = REDUCE_LANES(P), lane = lid / span;
-    const size_t delta_stride = (size_t)C * P;
+// Stage 1 for a KxK subsampling. in [count][C][IH][IW], delta [count][C][OH][OW] -> partial: chunk
+// ch's sum for coef[c] at ch*n + w_at + c, for bias[c] at ch*n + b_at + c.
+// NDRange (C * chunks * REDUCE), work-group REDUCE: group (c, ch) = (g % C, g / C); its items are
+// (tap, lane) with tap 0 the coefficient and tap 1 the bias. scratch and tile as for
+// conv_weight_partials.
+__kernel __attribute__((reqd_work_group_size(REDUCE, 1, 1))) void subsample_weight_partials(
+    __global const float* in, __global const float* delta, __global float* partial, int n, int w_at, int b_at,
+    int C, int IH, int IW, int OH, int OW, int K, int count, int chunk, SCRATCH float* scratch LOCAL_TILE_ARG) {
+    const int taps = 2, lanes = REDUCE / taps;
+    const int g = (int)get_group_id(0), lid = (int)get_local_id(0), t = lid % taps, lane = lid / taps;
+    const int c = g % C, ch = g / C, P = OH * OW;
     float v = 0.0f;
-    if (lane < lanes) {
-        for (int p = lid % span; p < P; p += span) {
-            const int y = p / OW, x = p - y * OW, at = (c * IH + y * K) * IW + x * K;  // the window
-            __global const float* d = delta + (size_t)c * P + p;
-            __global const float* src = in + at;
-            const size_t in_stride = (size_t)C * IH * IW;
-#define COEF_TERM(s) (d[(s) * delta_stride] * window_sum(src + (s) * in_stride, IW, K))
-            if (g < C) SUM_OVER_SAMPLES(v, lane, lanes, count, COEF_TERM);
-            else SUM_OVER_SAMPLES(v, lane, lanes, count, BIAS_TERM);
+    for (int s = ch * chunk; s < min(count, (ch + 1) * chunk); ++s) {
+#ifdef MEM_LOCAL
+        __local float* d = tile;
+        __local float* x = tile + P;
+        barrier(CLK_LOCAL_MEM_FENCE);  // the previous sample's maps are no longer read
+        copy_to_local(d, delta + ((size_t)s * C + c) * P, P);
+        copy_to_local(x, in + ((size_t)s * C + c) * IH * IW, IH * IW);
+        barrier(CLK_LOCAL_MEM_FENCE);
+#else
+        __global const float* d = delta + ((size_t)s * C + c) * P;
+        __global const float* x = in + ((size_t)s * C + c) * IH * IW;
+#endif
+        if (t == 0) {
+            for (int p = lane; p < P; p += lanes) {
+                const int y = p / OW, xo = p - y * OW;
+                float sum = 0.0f;  // the KxK window under output (y, xo)
+                for (int ky = 0; ky < K; ++ky)
+                    for (int kx = 0; kx < K; ++kx) sum += x[(y * K + ky) * IW + xo * K + kx];
+                v += d[p] * sum;
+            }
+        } else {
+            SUM_STRIDED(v, lane, lanes, P, BIAS_TERM);
         }
     }
-    v = group_sum(GROUP_SCRATCH(scratch), v);
-    if (lid == 0) {
-        if (g < C) gcoef[c] = v;
-        else gb[c] = v;
-    }
+    v = tap_sum(GROUP_SCRATCH(scratch), v, taps, lanes);
+    if (lid < taps) partial[(size_t)ch * n + (t == 0 ? w_at : b_at) + c] = v;
 }
 #undef WEIGHT_TERM
 #undef BIAS_TERM
-#undef COEF_TERM
+
+// Stage 2: grads[begin + q] = sum over the chunks c (in order) of partial[c*n + q].
+// NDRange (round_up(n, WG)): one item per parameter of the run (n: its span in the device layout).
+__kernel void sum_partials(__global const float* partial, int n, int count, int chunk, __global float* grads,
+                           int begin) {
+    const int q = (int)get_global_id(0);
+    if (q >= n) return;
+    float sum = 0.0f;
+#define CHUNK_TERM(c) partial[(size_t)(c) * n + q]
+    SUM_STRIDED(sum, 0, 1, (count + chunk - 1) / chunk, CHUNK_TERM);
+#undef CHUNK_TERM
+    grads[begin + q] = sum;
+}
 
 #ifndef MEM_LOCAL
 // Weight and bias gradients of a fully connected layer, each summed over the batch in sample order.
@@ -91,13 +121,17 @@ __kernel void fc_backward_weights(__global const float* in,
     float v = 0.0f;
     if (g < O * I) {
         const int o = g / I, i = g - o * I;
-        for (int s = 0; s < count; ++s) v += delta[(size_t)s * O + o] * in[(size_t)s * I + i];
+#define GRAD_TERM(s) (delta[(size_t)(s) * O + o] * in[(size_t)(s) * I + i])
+        SUM_STRIDED(v, 0, 1, count, GRAD_TERM);
         gW[g] = v;
     } else {
         const int o = g - O * I;
-        for (int s = 0; s < count; ++s) v += delta[(size_t)s * O + o];
+#define BIAS_GRAD_TERM(s) delta[(size_t)(s) * O + o]
+        SUM_STRIDED(v, 0, 1, count, BIAS_GRAD_TERM);
         gb[o] = v;
     }
+#undef GRAD_TERM
+#undef BIAS_GRAD_TERM
 }
 #else
 // Weight and bias gradients of a fully connected layer as a tiled matrix product over the batch:
@@ -204,7 +238,9 @@ __kernel void fc_backward_input(__global const float* delta, WEIGHTS const float
     const int s = (int)get_global_id(0), i = (int)get_global_id(1);
     if (s >= count) return;
     float sum = 0.0f;
-    for (int o = 0; o < O; ++o) sum += W[(size_t)o * I + i] * delta[(size_t)s * O + o];
+#define INPUT_GRAD_TERM(o) (W[(size_t)(o) * I + i] * delta[(size_t)s * O + (o)])
+    SUM_STRIDED(sum, 0, 1, O, INPUT_GRAD_TERM);
+#undef INPUT_GRAD_TERM
     const size_t at = (size_t)s * I + i;
     d_prev[at] = activation_grad(prev_act, prev_out[at]) * sum;
 }

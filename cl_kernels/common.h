@@ -1,6 +1,6 @@
 // Shared by every kernel file; cmake/embed_kernels.cmake puts it first in the
 // embedded source. The host (host/opencl_engine.cpp) picks the variant with:
-//   -DREDUCE=r      work-group size of the weight-gradient reductions (a power of two)
+//   -DREDUCE=r      work-group size of the weight-gradient reductions
 //   -DTILE=t        tile edge of the matrix kernels of gpu-local (TILE*TILE <= the device's limit)
 //   -DCONV_K=k      every convolution (as run by the conv kernels) has k x k windows: their loops
 //                   over the window unroll at compile time; without it K comes from the argument
@@ -48,6 +48,23 @@
 // DEPTH/TILE values per round, so the loads overlap instead of waiting one by one.
 #define DEPTH (4 * TILE)
 
+// v += TERM(k) for k = start, start + step, ... < end, four terms per round into separate sums
+// (added in a fixed order at the end): the kernels are latency-bound, and this keeps four loads
+// in flight where a plain loop waits for each in turn.
+#define SUM_STRIDED(v, start, step, end, TERM)                 \
+    do {                                                       \
+        float a0_ = 0.0f, a1_ = 0.0f, a2_ = 0.0f, a3_ = 0.0f;  \
+        int k_ = (start);                                      \
+        for (; k_ + 3 * (step) < (end); k_ += 4 * (step)) {    \
+            a0_ += TERM(k_);                                   \
+            a1_ += TERM(k_ + (step));                          \
+            a2_ += TERM(k_ + 2 * (step));                      \
+            a3_ += TERM(k_ + 3 * (step));                      \
+        }                                                      \
+        for (; k_ < (end); k_ += (step)) a0_ += TERM(k_);      \
+        (v) += (a0_ + a1_) + (a2_ + a3_);                      \
+    } while (0)
+
 #define ACT_NONE 0
 #define ACT_TANH 1
 
@@ -56,40 +73,20 @@ inline float activate(int act, float x) { return act == ACT_TANH ? tanh(x) : x; 
 // The activation's derivative, from its output y.
 inline float activation_grad(int act, float y) { return act == ACT_TANH ? 1.0f - y * y : 1.0f; }
 
-// The sum of v over the REDUCE items of a 1-D work-group, as a fixed tree. Every item must call
-// it; the result is valid in item 0.
-inline float group_sum(SCRATCH float* scratch, float v) {
-    const int lid = (int)get_local_id(0);
+// The weight-gradient reductions give each item a tap (a parameter) and a lane: item
+// lid = lane * taps + tap. tap_sum adds v over the lanes of each tap, as a fixed tree; the result
+// is valid in items lid < taps. Every item of the group must call it (scratch: REDUCE floats).
+inline float tap_sum(SCRATCH float* scratch, float v, int taps, int lanes) {
+    const int lid = (int)get_local_id(0), lane = lid / taps;
     scratch[lid] = v;
-    for (int stride = REDUCE / 2; stride > 0; stride >>= 1) {
+    int width = 1;
+    while (width < lanes) width <<= 1;
+    for (int stride = width / 2; stride > 0; stride >>= 1) {
         barrier(SCRATCH_FENCE);
-        if (lid < stride) scratch[lid] += scratch[lid + stride];
+        if (lane < stride && lane + stride < lanes) scratch[lid] += scratch[lid + stride * taps];
     }
-    return scratch[0];
+    return scratch[lid];
 }
-
-// The reductions split a [count][P] domain (samples x positions) over the REDUCE items of a group:
-// `span` items per sample lane cover the positions, `lanes` lanes take every lanes-th sample
-// (lanes > 1 when a map has fewer positions than the group has items). Each item then loops
-// over samples for fixed positions, so the loads of successive samples are independent.
-#define REDUCE_SPAN(P) min((P), REDUCE)
-#define REDUCE_LANES(P) (REDUCE / REDUCE_SPAN(P))
-
-// v += TERM(s) summed over s = start, start + step, ... < count: four samples per round into
-// separate sums (added in a fixed order at the end), so that their loads are in flight together.
-#define SUM_OVER_SAMPLES(v, start, step, count, TERM)              \
-    do {                                                           \
-        float a0_ = 0.0f, a1_ = 0.0f, a2_ = 0.0f, a3_ = 0.0f;      \
-        int s_ = (start);                                          \
-        for (; s_ + 3 * (step) < (count); s_ += 4 * (step)) {      \
-            a0_ += TERM(s_);                                       \
-            a1_ += TERM(s_ + (step));                              \
-            a2_ += TERM(s_ + 2 * (step));                          \
-            a3_ += TERM(s_ + 3 * (step));                          \
-        }                                                          \
-        for (; s_ < (count); s_ += (step)) a0_ += TERM(s_);        \
-        (v) += (a0_ + a1_) + (a2_ + a3_);                          \
-    } while (0)
 
 #ifdef MEM_LOCAL
 // The extra kernel argument of the kernels that stage data in __local memory (sized by the host).

@@ -68,7 +68,8 @@ __kernel void fc_forward(__global const float* in,
     __global const float* x = in + (size_t)s * I;
     WEIGHTS const float* w = W + (size_t)o * I;
     float sum = bias[o];
-    for (int i = 0; i < I; ++i) sum += w[i] * x[i];
+#define FC_TERM(i) (w[i] * x[i])
+    SUM_STRIDED(sum, 0, 1, I, FC_TERM);
     out[(size_t)s * O + o] = activate(act, sum);
 }
 #else
@@ -118,8 +119,9 @@ __kernel void output_forward(__global const float* in,
     __global float* z = logits + (size_t)s * O;
     if (active) {
         __global const float* x = in + (size_t)s * I;
+        WEIGHTS const float* w = W + (size_t)o * I;
         float sum = bias[o];
-        for (int i = 0; i < I; ++i) sum += W[(size_t)o * I + i] * x[i];
+        SUM_STRIDED(sum, 0, 1, I, FC_TERM);
         z[o] = sum;
     }
     barrier(CLK_GLOBAL_MEM_FENCE);
@@ -137,3 +139,4 @@ __kernel void output_forward(__global const float* in,
         hit[slot + s] = best == label;
     }
 }
+#undef FC_TERM

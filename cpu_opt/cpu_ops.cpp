@@ -158,9 +158,9 @@ void backward(const LayerSpec& l, const float* p, const float* in, const float* 
     }
 }
 
-void update(float* p, float* v, const float* g, size_t n, float lr, float momentum) {
+void update(float* p, float* v, const float* g, size_t n, float lr, float momentum, float weight_decay) {
     for (size_t i = 0; i < n; ++i) {
-        v[i] = momentum * v[i] + g[i];
+        v[i] = momentum * v[i] + (g[i] + weight_decay * p[i]);
         p[i] -= lr * v[i];
     }
 }

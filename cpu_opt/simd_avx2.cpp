@@ -64,7 +64,8 @@ struct Avx2 {
 }  // namespace
 
 const HostOps& simd_avx2_ops() {
-    static const HostOps ops{SimdLayers<Avx2>::forward, SimdLayers<Avx2>::backward, SimdLayers<Avx2>::update};
+    using L = SimdLayers<Avx2>;
+    static const HostOps ops{L::forward, L::backward, L::update, L::batched, L::forward_batch, L::backward_batch};
     return ops;
 }
 

@@ -67,7 +67,8 @@ struct Avx512 {
 }  // namespace
 
 const HostOps& simd_avx512_ops() {
-    static const HostOps ops{SimdLayers<Avx512>::forward, SimdLayers<Avx512>::backward, SimdLayers<Avx512>::update};
+    using L = SimdLayers<Avx512>;
+    static const HostOps ops{L::forward, L::backward, L::update, L::batched, L::forward_batch, L::backward_batch};
     return ops;
 }
 

@@ -414,89 +414,142 @@ struct SimdLayers {
         });
     }
 
-    // ---- fully connected ---------------------------------------------------
+    // ---- fully connected, over a batch of samples -----------------------------
+    //
+    // W is [O][I] (a dense 1x1-output conv is the same matrix), in [count][I], out and the
+    // output gradient d [count][O]. Vectors run along I, the last `last` (1..N) lanes wide;
+    // register blocks of rows x samples (or x vectors) share their loads, so W and its
+    // gradient pass through the core a few times per call rather than once per sample.
 
-    // out[o] = act(b[o] + W[o] . in), W [O][I]; rows four at a time share the loads of `in`.
-    static void fc_forward(const LayerSpec& l, int I, const float* params, const float* in, float* out) {
-        const int O = l.out.size(), full = I - I % N;
+    static constexpr bool kBig = V::kRegs >= 32;
+    static constexpr int kFcRows = kBig ? 4 : 2, kFcSamples = kBig ? 5 : 3, kFcVectors = kBig ? 5 : 3;
+
+    // Vector r of a block whose last vector (r == R-1) has `last` lanes.
+    template <int R>
+    static F load_block(const float* p, int r, int last) { return r == R - 1 ? load_n(p, last) : V::load(p); }
+    template <int R>
+    static void store_block(float* p, F v, int r, int last) { store_n(p, v, r == R - 1 ? last : N); }
+
+    // Calls block(i0, R, last) over the vectors of I in blocks of up to Max vectors.
+    template <int Max, class Block>
+    static void over_vectors(int I, Block&& block) {
+        const int nv = vectors(I), last = I - (nv - 1) * N;
+        int v = 0;
+        for (; v + Max < nv; v += Max) block(v * N, std::integral_constant<int, Max>{}, N);
+        with_count<Max>(nv - v, [&](auto count) { block(v * N, count, last); });
+    }
+
+    // dst[k] = the sum of v[k]'s lanes, k < n.
+    static void sum_each(const F* v, int n, float* dst) {
+        for (int g = 0; g < n; g += N) {
+            F part[N];
+            for (int k = 0; k < N; ++k) part[k] = g + k < n ? v[g + k] : V::zero();
+            store_n(dst + g, V::sums(part), n - g);
+        }
+    }
+
+    // out[s0+s][o0+r] = b + W[o0+r] . in[s0+s] for Rows rows x S samples.
+    template <int Rows, int S>
+    static void fc_forward_block(int I, int O, const float* W, const float* b, const float* in, float* out, int o0,
+                                 int s0) {
+        F acc[S][Rows];
+        LENET5_UNROLL for (int s = 0; s < S; ++s) LENET5_UNROLL for (int r = 0; r < Rows; ++r) acc[s][r] = V::zero();
+        auto step = [&](int i, int n) {
+            F w[Rows];
+            LENET5_UNROLL for (int r = 0; r < Rows; ++r) w[r] = load_n(W + static_cast<ptrdiff_t>(o0 + r) * I + i, n);
+            LENET5_UNROLL for (int s = 0; s < S; ++s) {
+                const F x = load_n(in + static_cast<ptrdiff_t>(s0 + s) * I + i, n);
+                LENET5_UNROLL for (int r = 0; r < Rows; ++r) acc[s][r] = V::fma(w[r], x, acc[s][r]);
+            }
+        };
+        int i = 0;
+        for (; i + N < I; i += N) step(i, N);
+        step(i, I - i);
+        float sums[S * Rows];
+        sum_each(&acc[0][0], S * Rows, sums);
+        for (int s = 0; s < S; ++s)
+            for (int r = 0; r < Rows; ++r) out[(s0 + s) * O + o0 + r] = b[o0 + r] + sums[s * Rows + r];
+    }
+
+    static void fc_forward(const LayerSpec& l, const float* params, const float* in, float* out, int count) {
+        const int I = l.in.size(), O = l.out.size();
         const float* W = params + l.weight_offset;
         const float* b = params + l.bias_offset;
-        auto rows = [&](int o0, auto count) {
-            constexpr int R = decltype(count)::value;
-            F acc[R];
-            LENET5_UNROLL for (int r = 0; r < R; ++r) acc[r] = V::zero();
-            for (int i = 0; i < I; i += N) {
-                const int n = I - i;  // the last vector may be partial
-                const F x = i < full ? V::load(in + i) : load_n(in + i, n);
-                LENET5_UNROLL for (int r = 0; r < R; ++r) {
-                    const float* w = W + static_cast<ptrdiff_t>(o0 + r) * I + i;
-                    acc[r] = V::fma(i < full ? V::load(w) : load_n(w, n), x, acc[r]);
-                }
-            }
-            for (int r = 0; r < R; ++r) out[o0 + r] = b[o0 + r] + V::sum(acc[r]);
-        };
-        int o = 0;
-        for (; o + 4 <= O; o += 4) rows(o, std::integral_constant<int, 4>{});
-        for (; o < O; ++o) rows(o, std::integral_constant<int, 1>{});
-        activate(l, out, O);
+        for (int s0 = 0; s0 < count; s0 += kFcSamples) {
+            const int n = count - s0 < kFcSamples ? count - s0 : kFcSamples;
+            with_count<kFcSamples>(n, [&](auto samples) {
+                constexpr int S = decltype(samples)::value;
+                int o = 0;
+                for (; o + kFcRows <= O; o += kFcRows) fc_forward_block<kFcRows, S>(I, O, W, b, in, out, o, s0);
+                for (; o < O; ++o) fc_forward_block<1, S>(I, O, W, b, in, out, o, s0);
+            });
+        }
+        activate(l, out, count * O);
     }
 
-    // Over a block of R input vectors at i0 (the last one n <= N lanes wide): for every
-    // output o, gW[o][i] += d[o] * in[i] and din[i] += W[o][i] * d[o]; in, din in registers.
-    template <int R, bool WithDin>
-    static void fc_backward_block(int I, int O, int i0, int n, const float* W, const float* in, const float* d,
-                                  float* gW, float* din) {
-        F x[R], acc[R];
-        LENET5_UNROLL for (int r = 0; r < R; ++r) {
-            x[r] = r == R - 1 ? load_n(in + i0 + r * N, n) : V::load(in + i0 + r * N);
-            acc[r] = V::zero();
+    // gW[o0+r][i0 .. +R vectors] += sum over samples of d[s][o0+r] * in[s][i0 ..].
+    template <int Rows, int R>
+    static void fc_weight_grad_block(int I, int O, int count, const float* in, const float* d, float* gW, int o0,
+                                     int i0, int last) {
+        F acc[Rows][R];
+        LENET5_UNROLL for (int r = 0; r < Rows; ++r) LENET5_UNROLL for (int v = 0; v < R; ++v)
+            acc[r][v] = load_block<R>(gW + static_cast<ptrdiff_t>(o0 + r) * I + i0 + v * N, v, last);
+        for (int s = 0; s < count; ++s) {
+            F x[R];
+            LENET5_UNROLL for (int v = 0; v < R; ++v) x[v] = load_block<R>(in + static_cast<ptrdiff_t>(s) * I + i0 + v * N, v, last);
+            LENET5_UNROLL for (int r = 0; r < Rows; ++r) {
+                const F dv = V::set1(d[s * O + o0 + r]);
+                LENET5_UNROLL for (int v = 0; v < R; ++v) acc[r][v] = V::fma(dv, x[v], acc[r][v]);
+            }
         }
+        LENET5_UNROLL for (int r = 0; r < Rows; ++r) LENET5_UNROLL for (int v = 0; v < R; ++v)
+            store_block<R>(gW + static_cast<ptrdiff_t>(o0 + r) * I + i0 + v * N, acc[r][v], v, last);
+    }
+
+    // din[s0+s][i0 .. +R vectors] = sum over o of W[o][i0 ..] * d[s0+s][o].
+    template <int S, int R>
+    static void fc_input_grad_block(int I, int O, const float* W, const float* d, float* din, int s0, int i0, int last) {
+        F acc[S][R];
+        LENET5_UNROLL for (int s = 0; s < S; ++s) LENET5_UNROLL for (int v = 0; v < R; ++v) acc[s][v] = V::zero();
         for (int o = 0; o < O; ++o) {
-            const F dv = V::set1(d[o]);
-            const float* w = W + static_cast<ptrdiff_t>(o) * I + i0;
-            float* g = gW + static_cast<ptrdiff_t>(o) * I + i0;
-            LENET5_UNROLL for (int r = 0; r < R; ++r) {
-                if (r == R - 1 && n < N) {
-                    store_n(g + r * N, V::fma(dv, x[r], load_n(g + r * N, n)), n);
-                    if (WithDin) acc[r] = V::fma(load_n(w + r * N, n), dv, acc[r]);
-                } else {
-                    V::store(g + r * N, V::fma(dv, x[r], V::load(g + r * N)));
-                    if (WithDin) acc[r] = V::fma(V::load(w + r * N), dv, acc[r]);
-                }
+            F w[R];
+            LENET5_UNROLL for (int v = 0; v < R; ++v) w[v] = load_block<R>(W + static_cast<ptrdiff_t>(o) * I + i0 + v * N, v, last);
+            LENET5_UNROLL for (int s = 0; s < S; ++s) {
+                const F dv = V::set1(d[(s0 + s) * O + o]);
+                LENET5_UNROLL for (int v = 0; v < R; ++v) acc[s][v] = V::fma(dv, w[v], acc[s][v]);
             }
         }
-        if (WithDin)
-            for (int r = 0; r < R; ++r) store_n(din + i0 + r * N, acc[r], r == R - 1 ? n : N);
+        LENET5_UNROLL for (int s = 0; s < S; ++s) LENET5_UNROLL for (int v = 0; v < R; ++v)
+            store_block<R>(din + static_cast<ptrdiff_t>(s0 + s) * I + i0 + v * N, acc[s][v], v, last);
     }
 
-    template <bool WithDin>
-    static void fc_backward_all(int I, int O, const float* W, const float* in, const float* d, float* gW, float* din) {
-        // Full blocks of kBlock/2 vectors (two registers each), then the rest with the remainder lanes.
-        constexpr int B = V::kBlock / 2;
-        const int nv = vectors(I);
-        int v = 0;
-        for (; v + B < nv; v += B) fc_backward_block<B, WithDin>(I, O, v * N, N, W, in, d, gW, din);
-        with_count<B>(nv - v, [&](auto count) {
-            constexpr int R = decltype(count)::value;
-            fc_backward_block<R, WithDin>(I, O, v * N, I - (v + R - 1) * N, W, in, d, gW, din);
-        });
-    }
-
-    static void fc_backward(const LayerSpec& l, int I, const float* params, const float* in, const float* out,
-                            float* dout, float* din, float* grads) {
-        const int O = l.out.size();
-        for (int k = 0; k < O; k += N) {  // dout becomes the pre-activation gradient; bias gradient
-            const int n = O - k;
-            const F dv = activation_grad(l, load_n(dout + k, n), load_n(out + k, n));
-            store_n(dout + k, dv, n);
-            store_n(grads + l.bias_offset + k, V::add(load_n(grads + l.bias_offset + k, n), dv), n);
+    static void fc_backward(const LayerSpec& l, const float* params, const float* in, const float* out, float* dout,
+                            float* din, float* grads, int count) {
+        const int I = l.in.size(), O = l.out.size();
+        // dout becomes the gradient before the activation; the bias gradient sums it over samples.
+        for (int k = 0; k < O; k += N) {
+            F bsum = V::zero();
+            for (int s = 0; s < count; ++s) {
+                const int at = s * O + k;
+                const F dv = activation_grad(l, load_n(dout + at, O - k), load_n(out + at, O - k));
+                store_n(dout + at, dv, O - k);
+                bsum = V::add(bsum, dv);
+            }
+            float* gb = grads + l.bias_offset + k;
+            store_n(gb, V::add(load_n(gb, O - k), bsum), O - k);
         }
         const float* W = params + l.weight_offset;
         float* gW = grads + l.weight_offset;
-        if (din)
-            fc_backward_all<true>(I, O, W, in, dout, gW, din);
-        else
-            fc_backward_all<false>(I, O, W, in, dout, gW, din);
+        over_vectors<kFcVectors>(I, [&](int i0, auto vecs, int last) {
+            constexpr int R = decltype(vecs)::value;
+            int o = 0;
+            for (; o + kFcRows <= O; o += kFcRows) fc_weight_grad_block<kFcRows, R>(I, O, count, in, dout, gW, o, i0, last);
+            for (; o < O; ++o) fc_weight_grad_block<1, R>(I, O, count, in, dout, gW, o, i0, last);
+            if (!din) return;
+            int s = 0;
+            for (; s + kFcSamples <= count; s += kFcSamples) fc_input_grad_block<kFcSamples, R>(I, O, W, dout, din, s, i0, last);
+            for (; s < count; ++s) fc_input_grad_block<1, R>(I, O, W, dout, din, s, i0, last);
+        });
     }
 
     // ---- 2x2 subsampling ---------------------------------------------------
@@ -558,48 +611,63 @@ struct SimdLayers {
 
     // ---- the HostOps table -------------------------------------------------
 
+    // The layers forward_batch and backward_batch take: those that are a matrix.
+    static bool batched(const LayerSpec& l) {
+        return l.kind == LayerKind::FullyConnected || (l.kind == LayerKind::Conv && conv_is_dense(l));
+    }
+
+    static void forward_batch(const LayerSpec& l, const float* p, const float* in, float* out, int count) {
+        fc_forward(l, p, in, out, count);
+    }
+
+    static void backward_batch(const LayerSpec& l, const float* p, const float* in, const float* out, float* dout,
+                               float* din, float* g, int count) {
+        fc_backward(l, p, in, out, dout, din, g, count);
+    }
+
     static void forward(const LayerSpec& l, const float* p, const float* in, float* out) {
+        if (batched(l)) return fc_forward(l, p, in, out, 1);
         switch (l.kind) {
             case LayerKind::Conv:
-                if (conv_is_dense(l)) return fc_forward(l, l.in.size(), p, in, out);
                 if (l.kernel == 5) return conv_forward<5>(l, p, in, out);
                 if (l.kernel == 3) return conv_forward<3>(l, p, in, out);
                 break;
             case LayerKind::Subsample:
                 if (l.kernel == 2) return subsample_forward(l, p, in, out);
                 break;
-            case LayerKind::FullyConnected: return fc_forward(l, l.in.size(), p, in, out);
+            case LayerKind::FullyConnected: break;
         }
         cpu_ops().forward(l, p, in, out);
     }
 
     static void backward(const LayerSpec& l, const float* p, const float* in, const float* out, float* dout,
                          float* din, float* g) {
+        if (batched(l)) return fc_backward(l, p, in, out, dout, din, g, 1);
         switch (l.kind) {
             case LayerKind::Conv:
-                if (conv_is_dense(l)) return fc_backward(l, l.in.size(), p, in, out, dout, din, g);
                 if (l.kernel == 5) return conv_backward<5>(l, p, in, out, dout, din, g);
                 if (l.kernel == 3) return conv_backward<3>(l, p, in, out, dout, din, g);
                 break;
             case LayerKind::Subsample:
                 if (l.kernel == 2) return subsample_backward(l, p, in, out, dout, din, g);
                 break;
-            case LayerKind::FullyConnected: return fc_backward(l, l.in.size(), p, in, out, dout, din, g);
+            case LayerKind::FullyConnected: break;
         }
         cpu_ops().backward(l, p, in, out, dout, din, g);
     }
 
     // v = momentum*v + g; p -= lr*v.
-    static void update(float* p, float* v, const float* g, size_t n, float lr, float momentum) {
-        const F m = V::set1(momentum), rate = V::set1(lr);
+    static void update(float* p, float* v, const float* g, size_t n, float lr, float momentum, float weight_decay) {
+        const F m = V::set1(momentum), rate = V::set1(lr), wd = V::set1(weight_decay);
         size_t k = 0;
         for (; k + N <= n; k += N) {
-            const F vk = V::fma(m, V::load(v + k), V::load(g + k));
+            const F pk = V::load(p + k);
+            const F vk = V::fma(m, V::load(v + k), V::fma(wd, pk, V::load(g + k)));
             V::store(v + k, vk);
-            V::store(p + k, V::fnma(rate, vk, V::load(p + k)));
+            V::store(p + k, V::fnma(rate, vk, pk));
         }
         for (; k < n; ++k) {
-            v[k] = momentum * v[k] + g[k];
+            v[k] = momentum * v[k] + (g[k] + weight_decay * p[k]);
             p[k] -= lr * v[k];
         }
     }

@@ -29,8 +29,9 @@ std::string help_text() {
            "  --epochs N       train up to epoch N (default 10)\n"
            "  --batch B        mini-batch size (default 64)\n"
            "  --lr X           learning rate of the first epoch (default 0.05)\n"
-           "  --lr-decay G     multiply the learning rate by G after every epoch, 0 < G <= 1 (default 1)\n"
+           "  --lr-decay G     multiply the learning rate by G after every epoch, 0 < G <= 1 (default 0.8)\n"
            "  --momentum M     SGD momentum, 0 <= M < 1 (default 0.9)\n"
+           "  --weight-decay W L2 weight decay, 0 <= W < 1 (default 0.0005)\n"
            "  --seed S         seed of the initial weights and the shuffles (default 1)\n"
            "  --train-limit N  use only the first N training images (default: all 60000)\n"
            "  --test-limit N   use only the first N test images (default: all 10000)\n"
@@ -138,6 +139,7 @@ Command parse_command_line(const std::vector<std::string>& args) {
             else if (flag == "--batch") t.batch = parse_count(flag, r.value(flag), 1);
             else if (flag == "--lr") t.lr = parse_float(flag, r.value(flag), 0.0f, 10.0f, false);
             else if (flag == "--lr-decay") t.lr_decay = parse_float(flag, r.value(flag), 0.0f, 1.0f, false);
+            else if (flag == "--weight-decay") t.weight_decay = parse_float(flag, r.value(flag), 0.0f, 1.0f, true);
             else if (flag == "--momentum") t.momentum = parse_float(flag, r.value(flag), 0.0f, 1.0f, true);
             else if (flag == "--seed") t.seed = static_cast<uint64_t>(parse_int(flag, r.value(flag), 0, std::numeric_limits<long long>::max()));
             else if (flag == "--train-limit") t.train_limit = parse_count(flag, r.value(flag), 1);

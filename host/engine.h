@@ -50,8 +50,9 @@ public:
     virtual void forward(Split split, int first, int count) = 0;
     // Gradients of the mean cross-entropy of the last Train forward (overwrites, not accumulates).
     virtual void backward() = 0;
-    // SGD with momentum over the whole flat buffer: v = momentum*v + g; p -= lr*v.
-    virtual void update(float lr, float momentum) = 0;
+    // SGD with momentum and L2 weight decay over the whole flat buffer:
+    // v = momentum*v + g + weight_decay*p; p -= lr*v.
+    virtual void update(float lr, float momentum, float weight_decay) = 0;
 
     virtual Counters take_counters() = 0;  // waits for the queued work
     virtual PhaseTimes take_times() = 0;

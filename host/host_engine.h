@@ -12,7 +12,9 @@ class HostEngine : public Engine {
 public:
     // threads > 1 splits each batch into contiguous slices, one per thread, each
     // with its own gradient buffer; the buffers are summed in thread order, so a
-    // run is deterministic for a given thread count.
+    // run is deterministic for a given thread count. A thread runs its slice one
+    // sample at a time through the network, except the tail of layers the ops
+    // batch (HostOps::batched), which it runs over the whole slice at once.
     HostEngine(Network net, std::string variant, const HostOps& ops, int threads);
 
     std::string variant() const override { return variant_; }
@@ -28,7 +30,7 @@ public:
 
     void forward(Split split, int first, int count) override;
     void backward() override;
-    void update(float lr, float momentum) override;
+    void update(float lr, float momentum, float weight_decay) override;
 
     Counters take_counters() override;
     PhaseTimes take_times() override;
@@ -50,6 +52,8 @@ private:
     std::vector<float> params_, velocity_, grads_;
     std::vector<std::vector<float>> thread_grads_;  // one per thread when threads_ > 1
     std::vector<std::vector<float>> scratch_;       // per thread: two layer-sized buffers
+    size_t tail_ = 0;                               // layers tail_.. run batched over a slice
+    std::vector<std::vector<float>> tail_grads_;    // per thread: two [slice][size] buffers for the tail
     // acts_[0] is the input, acts_[k+1] layer k's output; [capacity][size] each.
     std::vector<std::vector<float>> acts_;
     std::vector<float> dlogits_, losses_;

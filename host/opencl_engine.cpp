@@ -65,6 +65,9 @@ OpenCLEngine::OpenCLEngine(Network net, MemoryVariant memory, const OpenCLDevice
         tile_ = 16;
         while (tile_ > 1 && (tile_ * tile_ > max_group || tile_ > item_sizes[0] || tile_ > item_sizes[1])) tile_ /= 2;
         sample_group_ = std::min<size_t>(wg_, 64);
+        // One sample per chunk gives a GPU the most work-groups (measured best on an H200); a CPU's
+        // few cores want fewer, larger ones.
+        chunk_ = device_.is_gpu ? 1 : 16;
         local_mem_ = dev.getInfo<CL_DEVICE_LOCAL_MEM_SIZE>();
         build_programs();
 
@@ -114,7 +117,7 @@ void OpenCLEngine::build_programs() {
     // A compiled kernel may allow smaller groups than the device (NVIDIA: 256 for every kernel);
     // the reductions need exactly REDUCE items, so build again with what they allow.
     size_t allowed = reduce_;
-    for (const char* name : {"conv_backward_weights", "subsample_backward_weights"})
+    for (const char* name : {"conv_weight_partials", "subsample_weight_partials"})
         allowed = std::min(allowed, floor_pow2(cl::Kernel(program_, name).getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(dev)));
     if (allowed < reduce_) {
         reduce_ = allowed;
@@ -139,7 +142,6 @@ void OpenCLEngine::build_programs() {
 }
 
 void OpenCLEngine::plan_layers() {
-    size_t scratch_items = 1;
     for (size_t k = 0; k < net_.layers.size(); ++k) {
         const LayerSpec& l = net_.layers[k];
         Layer& d = layers_[k];
@@ -148,7 +150,8 @@ void OpenCLEngine::plan_layers() {
         d.b = sub_buffer(params_, layout_.bias(k));
         d.gW = sub_buffer(grads_, layout_.weights(k));
         d.gb = sub_buffer(grads_, layout_.bias(k));
-        if (l.kind == LayerKind::Conv && !d.fc) {
+        if (d.fc) continue;
+        if (l.kind == LayerKind::Conv) {
             // The inverse of network.h's lists: the connections reading each input map, in order.
             std::vector<int32_t> in_begin, in_conn;
             for (int i = 0; i < l.in.c; ++i) {
@@ -157,30 +160,36 @@ void OpenCLEngine::plan_layers() {
                     if (l.conn_in[static_cast<size_t>(j)] == i) in_conn.push_back(j);
             }
             in_begin.push_back(static_cast<int32_t>(in_conn.size()));
+            for (int o = 0; o < l.out.c; ++o)  // its first connection sums each map's bias gradient
+                if (l.conn_begin[static_cast<size_t>(o)] == l.conn_begin[static_cast<size_t>(o) + 1])
+                    throw Error("layer " + l.name + ": output map " + std::to_string(o) + " reads no input map");
             d.conn_begin = int_buffer(context_, l.conn_begin);
             d.conn_in = int_buffer(context_, l.conn_in);
             d.conn_out = int_buffer(context_, l.conn_out);
             d.in_begin = int_buffer(context_, in_begin);
             d.in_conn = int_buffer(context_, in_conn);
         }
-        if (l.kind != LayerKind::FullyConnected && !d.fc)
-            scratch_items = std::max(scratch_items, (l.weight_count + l.bias_count) * reduce_);
+        if (runs_.empty() || runs_.back().last + 1 != k) runs_.push_back({layout_.weights(k).device, 0, k, {}, {}});
+        Run& run = runs_.back();
+        run.last = k;
+        run.n = layout_.bias(k).device + layout_.bias(k).count - run.begin;
+        d.run = static_cast<int>(runs_.size() - 1);
     }
-    // The reductions' partial sums: __local in gpu-local, else a __global slice per group.
-    if (memory_ != MemoryVariant::Local)
-        scratch_ = cl::Buffer(context_, CL_MEM_READ_WRITE, scratch_items * sizeof(float));
-
     const size_t n = layout_.size();
-    update_ = {kernel(program_, "sgd_momentum", params_, velocity_, grads_, to_int(n), 0.0f, 0.0f),
-               {round_up(n, wg_), 1}, {wg_, 1}, -1, -1};
+    update_ = {kernel(program_, "sgd_momentum", params_, velocity_, grads_, to_int(n), 0.0f, 0.0f, 0.0f),
+               {round_up(n, wg_), 1}, {wg_, 1}};
 }
 
 template <class... Args>
 cl::Kernel OpenCLEngine::kernel(const cl::Program& program, const char* name, const Args&... args) {
-    cl::Kernel k(program, name);
-    cl_uint index = 0;
-    (k.setArg(index++, args), ...);
-    return k;
+    try {
+        cl::Kernel k(program, name);
+        cl_uint index = 0;
+        (k.setArg(index++, args), ...);
+        return k;
+    } catch (const cl::Error& e) {
+        throw Error(cl_failure(e).what() + std::string(" for kernel ") + name);
+    }
 }
 
 // Buffers and launches for batches of up to `capacity` samples. Arguments that change per
@@ -198,13 +207,51 @@ void OpenCLEngine::plan_batch(int capacity) {
         deltas_.emplace_back(context_, CL_MEM_READ_WRITE, bytes);
     }
     poison_activations();
-    // The data set, rows and first are set by forward().
-    gather_ = {kernel(program_, "gather_batch", cl::Buffer(), cl::Buffer(), cl::Buffer(), 0, net_.input.size(), batch_in_,
-                      batch_labels_), {round_up(static_cast<size_t>(net_.input.size()), wg_), cap}, {wg_, 1}, 1, -1};
 
     const bool local = memory_ == MemoryVariant::Local;
-    const size_t T = tile_, sg = sample_group_;
-    const cl::Buffer& scratch_arg = scratch_;
+    const size_t T = tile_, sg = sample_group_, chunks = (cap + chunk_ - 1) / chunk_;
+    // The NDRange shapes. per_element: (round_up(n, WG), count), one item per element of a sample.
+    // per_sample: (round_up(count, sg), n), samples along dimension 0. tiled: (round_up(n, TILE),
+    // round_up(count, TILE)) in TILE x TILE groups. fixed: independent of the batch.
+    auto per_element = [&](cl::Kernel k, size_t n, int count_arg = -1) {
+        return Launch{std::move(k), {round_up(n, wg_), 1}, {wg_, 1}, 1, 1, 1, count_arg};
+    };
+    auto per_sample = [&](cl::Kernel k, size_t n, int count_arg) {
+        return Launch{std::move(k), {1, n}, {sg, 1}, 0, sg, sg, count_arg};
+    };
+    auto tiled = [&](cl::Kernel k, size_t n, int count_arg) {
+        return Launch{std::move(k), {round_up(n, T), 1}, {T, T}, 1, T, T, count_arg};
+    };
+    auto fixed = [&](cl::Kernel k, std::array<size_t, 2> global, std::array<size_t, 2> group, int count_arg) {
+        return Launch{std::move(k), global, group, -1, 1, 1, count_arg};
+    };
+    // Stage 1 of a two-stage weight gradient: `groups` work-groups of REDUCE items per chunk of samples,
+    // with their reduction scratch: __local in gpu-local, else a __global slice per group.
+    size_t scratch_groups = 1;
+    for (const auto& l : net_.layers)
+        if (l.kind == LayerKind::Conv || l.kind == LayerKind::Subsample)
+            scratch_groups = std::max(scratch_groups, static_cast<size_t>(std::max(l.connections(), l.out.c)) * chunks);
+    if (!local) scratch_ = cl::Buffer(context_, CL_MEM_READ_WRITE, scratch_groups * reduce_ * sizeof(float));
+    auto partials = [&](cl::Kernel k, size_t groups, cl_uint scratch_index, int count_arg) {
+        if (local) k.setArg(scratch_index, cl::Local(reduce_ * sizeof(float)));
+        else k.setArg(scratch_index, scratch_);
+        return Launch{std::move(k), {1, 1}, {reduce_, 1}, 0, chunk_, groups * reduce_, count_arg};
+    };
+
+    // The data set, rows and first are set by forward().
+    gather_ = per_element(kernel(program_, "gather_batch", cl::Buffer(), cl::Buffer(), cl::Buffer(), 0,
+                                 net_.input.size(), batch_in_, batch_labels_),
+                          static_cast<size_t>(net_.input.size()));
+    for (auto& run : runs_) {
+        const size_t bytes = chunks * run.n * sizeof(float);
+        run.partial = cl::Buffer(context_, CL_MEM_READ_WRITE, bytes);
+        queue_.enqueueFillBuffer(run.partial, 0.0f, 0, bytes);
+        run.sum = fixed(kernel(program_, "sum_partials", run.partial, to_int(run.n), 0, to_int(chunk_), grads_,
+                               to_int(run.begin)),
+                        {round_up(run.n, wg_), 1}, {wg_, 1}, 2);
+        check_fits(run.sum, net_.layers[run.last].name);
+    }
+
     for (size_t k = 0; k < net_.layers.size(); ++k) {
         const LayerSpec& l = net_.layers[k];
         Layer& d = layers_[k];
@@ -215,68 +262,71 @@ void OpenCLEngine::plan_batch(int capacity) {
         const int act = act_code(l.activation), prev_act = k ? act_code(net_.layers[k - 1].activation) : 0;
         const size_t in_size = static_cast<size_t>(l.in.size()), out_size = static_cast<size_t>(l.out.size());
         const int IC = l.in.c, IH = l.in.h, IW = l.in.w, OC = l.out.c, OH = l.out.h, OW = l.out.w, K = l.kernel;
-        // A weight-gradient reduction: one group of REDUCE items per parameter.
-        auto reduction = [&](cl::Kernel kern, cl_uint scratch_index, int count_index) {
-            if (local) kern.setArg(scratch_index, cl::Local(reduce_ * sizeof(float)));
-            else kern.setArg(scratch_index, scratch_arg);
-            return Launch{kern, {(l.weight_count + l.bias_count) * reduce_, 1}, {reduce_, 1}, -1, count_index};
-        };
         if (d.fc) {
             const int I = to_int(in_size), O = to_int(out_size);
             if (k + 1 == net_.layers.size()) {
-                // The loss scale and the slot are set per step.
                 // Item (o, s): O rounded up to a power of two, times enough samples for ~64 items.
-                const size_t op = std::max(size_t{1}, floor_pow2(2 * out_size - 1)), samples = std::max(size_t{1}, sg / op);
+                // The loss scale and the slot are set per step.
+                const size_t op = floor_pow2(2 * out_size - 1), samples = std::max(size_t{1}, sg / op);
                 d.forward = {kernel(program, "output_forward", in, d.W, d.b, out, I, O, 0, batch_labels_, 1.0f, delta,
-                                    losses_, hits_, 0), {op, cap}, {op, samples}, 1, 6};
-            } else if (local) {
-                d.forward = {kernel(program, "fc_forward", in, d.W, d.b, out, I, O, act, 0),
-                             {round_up(out_size, T), cap}, {T, T}, 1, 7};
+                                    losses_, hits_, 0),
+                             {op, 1}, {op, samples}, 1, samples, samples, 6};
             } else {
-                d.forward = {kernel(program, "fc_forward", in, d.W, d.b, out, I, O, act, 0),
-                             {cap, out_size}, {sg, 1}, 0, 7};
+                cl::Kernel forward = kernel(program, "fc_forward", in, d.W, d.b, out, I, O, act, 0);
+                d.forward = local ? tiled(forward, out_size, 7) : per_sample(forward, out_size, 7);
             }
             cl::Kernel weights = kernel(program, "fc_backward_weights", in, delta, d.gW, d.gb, I, O, 0);
-            if (local)
-                d.weights = {weights, {round_up(in_size, T), round_up(out_size, T)}, {T, T}, -1, 6};
-            else
-                d.weights = {weights, {round_up(out_size * in_size + out_size, wg_), 1}, {wg_, 1}, -1, 6};
+            d.weights = local ? fixed(weights, {round_up(in_size, T), round_up(out_size, T)}, {T, T}, 6)
+                              : fixed(weights, {round_up(out_size * in_size + out_size, wg_), 1}, {wg_, 1}, 6);
             if (k) {
-                cl::Kernel input = kernel(program, "fc_backward_input", delta, d.W, acts_[k - 1], prev_act, deltas_[k - 1], I, O, 0);
-                if (local) d.input = {input, {round_up(in_size, T), cap}, {T, T}, 1, 7};
-                else d.input = {input, {cap, in_size}, {sg, 1}, 0, 7};
-            }
-        } else if (l.kind == LayerKind::Conv) {
-            const int nconn = l.connections();
-            d.forward = {kernel(program, "conv_forward", in, d.W, d.b, out, d.conn_begin, d.conn_in, IC, IH, IW, OC, OH, OW,
-                                K, act), {round_up(out_size, wg_), cap}, {wg_, 1}, 1, -1};
-            d.weights = reduction(kernel(program, "conv_backward_weights", in, delta, d.gW, d.gb, d.conn_out, d.conn_in, IC,
-                                         IH, IW, OC, OH, OW, K, nconn, 0),
-                                  15, 14);
-            if (k)
-                d.input = {kernel(program, "conv_backward_input", delta, d.W, acts_[k - 1], prev_act, deltas_[k - 1],
-                                  d.in_begin, d.in_conn, d.conn_out, IC, IH, IW, OC, OH, OW, K, nconn), {round_up(in_size, wg_), cap}, {wg_, 1}, 1, -1};
-            if (local) {
-                // The staged tiles: the sample's input and all weights and biases (forward), the
-                // sample's delta and all weights (input gradient).
-                d.forward.kernel.setArg(14, cl::Local((in_size + l.weight_count + l.bias_count) * sizeof(float)));
-                if (k) d.input.kernel.setArg(16, cl::Local((out_size + l.weight_count) * sizeof(float)));
+                cl::Kernel input =
+                    kernel(program, "fc_backward_input", delta, d.W, acts_[k - 1], prev_act, deltas_[k - 1], I, O, 0);
+                d.input = local ? tiled(input, in_size, 7) : per_sample(input, in_size, 7);
             }
         } else {
-            d.forward = {kernel(program, "subsample_forward", in, d.W, d.b, out, OC, IH, IW, OH, OW, K, act), {round_up(out_size, wg_), cap}, {wg_, 1}, 1, -1};
-            d.weights = reduction(kernel(program, "subsample_backward_weights", in, delta, d.gW, d.gb, OC, IH, IW, OH, OW,
-                                         K, 0),
-                                  11, 10);
-            if (k)
-                d.input = {kernel(program, "subsample_backward_input", delta, d.W, acts_[k - 1], prev_act, deltas_[k - 1],
-                                  OC, IH, IW, OH, OW, K), {round_up(in_size, wg_), cap}, {wg_, 1}, 1, -1};
+            const Run& run = runs_[static_cast<size_t>(d.run)];
+            const int w_at = to_int(layout_.weights(k).device - run.begin), b_at = to_int(layout_.bias(k).device - run.begin);
+            if (l.kind == LayerKind::Conv) {
+                const int nconn = l.connections();
+                d.forward = per_element(kernel(program, "conv_forward", in, d.W, d.b, out, d.conn_begin, d.conn_in, IC, IH,
+                                               IW, OC, OH, OW, K, act),
+                                        out_size);
+                d.weights = partials(kernel(program, "conv_weight_partials", in, delta, run.partial, to_int(run.n), w_at,
+                                            b_at, d.conn_begin, d.conn_out, d.conn_in, IC, IH, IW, OC, OH, OW, K, nconn,
+                                            0, to_int(chunk_)),
+                                     static_cast<size_t>(nconn), 19, 17);
+                if (local) d.weights.kernel.setArg(20, cl::Local((out_size / OC + in_size / IC) * sizeof(float)));
+                if (k)
+                    d.input = per_element(kernel(program, "conv_backward_input", delta, d.W, acts_[k - 1], prev_act,
+                                                 deltas_[k - 1], d.in_begin, d.in_conn, d.conn_out, IC, IH, IW, OC, OH,
+                                                 OW, K, nconn),
+                                          in_size);
+                if (local) {
+                    // The staged tiles: the sample's input and all weights and biases (forward), the
+                    // sample's delta and all weights (input gradient).
+                    d.forward.kernel.setArg(14, cl::Local((in_size + l.weight_count + l.bias_count) * sizeof(float)));
+                    if (k) d.input.kernel.setArg(16, cl::Local((out_size + l.weight_count) * sizeof(float)));
+                }
+            } else {
+                d.forward = per_element(
+                    kernel(program, "subsample_forward", in, d.W, d.b, out, OC, IH, IW, OH, OW, K, act), out_size);
+                d.weights = partials(kernel(program, "subsample_weight_partials", in, delta, run.partial, to_int(run.n),
+                                            w_at, b_at, OC, IH, IW, OH, OW, K, 0, to_int(chunk_)),
+                                     static_cast<size_t>(OC), 14, 12);
+                if (local) d.weights.kernel.setArg(15, cl::Local((out_size + in_size) / OC * sizeof(float)));
+                if (k)
+                    d.input = per_element(kernel(program, "subsample_backward_input", delta, d.W, acts_[k - 1], prev_act,
+                                                 deltas_[k - 1], OC, IH, IW, OH, OW, K),
+                                          in_size);
+            }
         }
         check_fits(d.forward, l.name);
         check_fits(d.weights, l.name);
         if (k) check_fits(d.input, l.name);
     }
-    // A step: gather, every layer forward; from the last layer down, its weight gradients and
-    // the previous layer's delta (which the next weight gradients read).
+    // A step: gather, every layer forward; from the last layer down, its weight gradients (or
+    // their partial sums) and the previous layer's delta, which the next layer down reads; then
+    // the partial sums added up.
     forward_launches_ = {&gather_};
     for (auto& layer : layers_) forward_launches_.push_back(&layer.forward);
     backward_launches_.clear();
@@ -284,6 +334,7 @@ void OpenCLEngine::plan_batch(int capacity) {
         backward_launches_.push_back(&layers_[k].weights);
         if (k) backward_launches_.push_back(&layers_[k].input);
     }
+    for (auto& run : runs_) backward_launches_.push_back(&run.sum);
 }
 
 // Fails clearly, before any launch, when the device cannot run a launch's work-group.
@@ -306,10 +357,9 @@ void OpenCLEngine::check_fits(const Launch& launch, const std::string& layer) co
 void OpenCLEngine::enqueue(Launch& launch, int count, cl::Event* event) {
     if (launch.count_arg >= 0) launch.kernel.setArg(static_cast<cl_uint>(launch.count_arg), count);
     auto global = launch.global;
-    if (launch.batch_dim >= 0) {
-        const size_t dim = static_cast<size_t>(launch.batch_dim);
-        global[dim] = round_up(static_cast<size_t>(count), launch.local[dim]);
-    }
+    if (launch.batch_dim >= 0)
+        global[static_cast<size_t>(launch.batch_dim)] =
+            (static_cast<size_t>(count) + launch.batch_step - 1) / launch.batch_step * launch.batch_items;
     queue_.enqueueNDRangeKernel(launch.kernel, cl::NullRange, cl::NDRange(global[0], global[1]),
                                 cl::NDRange(launch.local[0], launch.local[1]), nullptr, event);
 }
@@ -360,7 +410,9 @@ void OpenCLEngine::upload(Split split, const Dataset& data) {
         d.inputs = cl::Buffer(context_, CL_MEM_READ_WRITE, count * static_cast<size_t>(in.size()) * sizeof(float));
         d.labels = cl::Buffer(context_, CL_MEM_READ_ONLY, count);
         write(d.labels, data.labels.data(), count);
-        Launch convert{kernel(program_, "images_to_inputs", bytes, data.rows, data.cols, byte_values_, d.inputs, in.h, in.w), {round_up(static_cast<size_t>(in.h * in.w), wg_), count}, {wg_, 1}, -1, -1};
+        Launch convert{kernel(program_, "images_to_inputs", bytes, data.rows, data.cols, byte_values_, d.inputs, in.h, in.w),
+                       {round_up(static_cast<size_t>(in.h * in.w), wg_), count},
+                       {wg_, 1}};
         enqueue_phase(Phase::Transfer, {&convert}, 0);
         if (split == Split::Train) {
             order_ = cl::Buffer(context_, CL_MEM_READ_ONLY, count * sizeof(int32_t));
@@ -473,10 +525,11 @@ void OpenCLEngine::backward() {
     });
 }
 
-void OpenCLEngine::update(float lr, float momentum) {
+void OpenCLEngine::update(float lr, float momentum, float weight_decay) {
     cl_checked([&] {
         update_.kernel.setArg(4, lr);
         update_.kernel.setArg(5, momentum);
+        update_.kernel.setArg(6, weight_decay);
         enqueue_phase(Phase::Update, {&update_}, 0);
         queue_.flush();  // hand the step to the device now, without waiting for it
     });

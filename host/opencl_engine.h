@@ -39,7 +39,7 @@ public:
 
     void forward(Split split, int first, int count) override;
     void backward() override;
-    void update(float lr, float momentum) override;
+    void update(float lr, float momentum, float weight_decay) override;
 
     Counters take_counters() override;
     PhaseTimes take_times() override;
@@ -54,17 +54,29 @@ private:
     struct Launch {
         cl::Kernel kernel;
         std::array<size_t, 2> global{1, 1}, local{1, 1};
-        int batch_dim = -1;       // the dimension that is the batch count rounded up to local[batch_dim]
-        int count_arg = -1;       // the argument that takes the batch count, if any
+        // Dimension batch_dim (if >= 0) has ceil(count / batch_step) * batch_items items.
+        int batch_dim = -1;
+        size_t batch_step = 1, batch_items = 1;
+        int count_arg = -1;  // the argument that takes the batch count, if any
     };
 
     // A layer's device state: parameter and gradient sub-buffers, connection lists, launches.
     struct Layer {
         bool fc = false;              // fully connected, or a conv that is one (see the .cpp)
         bool weights_global = false;  // gpu-constant: too large for __constant, uses the __global build
+        int run = -1;                 // conv and subsampling: its run (see Run)
         cl::Buffer W, b, gW, gb;
         cl::Buffer conn_begin, conn_in, conn_out, in_begin, in_conn;
         Launch forward, weights, input;
+    };
+
+    // Consecutive conv/subsampling layers, whose weight gradients take two stages (backward.cl):
+    // their stage-1 launches write partial sums per chunk of samples, sum_partials adds them up.
+    struct Run {
+        size_t begin = 0, n = 0;  // the run's span of the device layout, in floats
+        size_t last = 0;          // its last layer
+        cl::Buffer partial;       // [chunks][n], zero where no parameter is (the padding)
+        Launch sum;
     };
 
     struct SplitData {
@@ -93,12 +105,14 @@ private:
     cl::Context context_;
     cl::CommandQueue queue_;
     size_t wg_ = 0, reduce_ = 0, tile_ = 0, sample_group_ = 0;  // work-group sizes (see the .cpp)
+    size_t chunk_ = 0;  // samples per chunk of the two-stage weight gradients
     cl_ulong local_mem_ = 0;
     cl::Program program_, global_program_;  // global_program_: gpu-constant's fallback build
     DeviceLayout layout_;
 
     cl::Buffer params_, grads_, velocity_, scratch_, byte_values_;
     std::vector<Layer> layers_;
+    std::vector<Run> runs_;
     Launch update_;
 
     SplitData train_, test_;

@@ -7,8 +7,10 @@ namespace lenet5 {
 
 void print_run_header(std::ostream& out, const RunInfo& info, const TrainOptions& o) {
     out << "lenet5: variant " << info.variant << " on " << info.device << " [" << info.platform << "], "
-        << info.train_samples << " training / " << info.test_samples << " test images, batch " << o.batch
-        << ", lr " << o.lr << (o.lr_decay != 1.0f ? " (x" + std::to_string(o.lr_decay).substr(0, 5) + " per epoch)" : std::string()) << ", momentum " << o.momentum << ", seed " << o.seed << "\n";
+        << info.train_samples << " training / " << info.test_samples << " test images\n"
+        << "        batch " << o.batch << ", lr " << o.lr;
+    if (o.lr_decay != 1.0f) out << " (x" << o.lr_decay << " per epoch)";
+    out << ", momentum " << o.momentum << ", weight decay " << o.weight_decay << ", seed " << o.seed << "\n";
 }
 
 void print_table_header(std::ostream& out) {
@@ -63,6 +65,7 @@ std::string train_report_json(const TrainResult& result, const TrainOptions& o) 
     j["lr"] = o.lr;
     j["lr_decay"] = o.lr_decay;
     j["momentum"] = o.momentum;
+    j["weight_decay"] = o.weight_decay;
     j["seed"] = o.seed;
     j["train_samples"] = result.info.train_samples;
     j["test_samples"] = result.info.test_samples;

@@ -131,7 +131,7 @@ TrainResult train(const TrainOptions& o, const TrainObserver& observer) {
             const int first = step * opt.batch;
             engine->forward(Split::Train, first, std::min(opt.batch, train_set.count - first));
             engine->backward();
-            engine->update(lr, opt.momentum);
+            engine->update(lr, opt.momentum, opt.weight_decay);
             if ((step + 1) % kCheckEvery == 0 || step + 1 == steps) {
                 const Counters c = engine->take_counters();
                 if (!std::isfinite(c.loss_sum))

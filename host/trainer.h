@@ -14,8 +14,9 @@ struct TrainOptions {
     int epochs = 10;  // the epoch to train up to (also when resuming)
     int batch = 64;
     float lr = 0.05f;       // the learning rate of the first epoch
-    float lr_decay = 1.0f;  // multiplies the learning rate after every epoch
+    float lr_decay = 0.8f;  // multiplies the learning rate after every epoch
     float momentum = 0.9f;
+    float weight_decay = 5e-4f;  // L2 penalty, folded into the momentum update
     uint64_t seed = 1;
     int train_limit = 0;  // 0 = all
     int test_limit = 0;

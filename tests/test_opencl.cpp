@@ -68,7 +68,7 @@ TEST_P(OpenCLVariant, PhaseTimesComeFromTheKernels) {
     engine->set_order(shuffled_order(20, rng));
     engine->forward(Split::Train, 0, 8);
     engine->backward();
-    engine->update(0.05f, 0.9f);
+    engine->update(0.05f, 0.9f, 5e-4f);
     const Counters c = engine->take_counters();
     EXPECT_EQ(c.samples, 8);
     const PhaseTimes t = engine->take_times();

@@ -38,8 +38,30 @@ std::vector<float> random_vector(size_t n, Rng& rng, float scale = 1.0f) {
     return v;
 }
 
+// A batched layer over 7 samples (remainders after the register blocks) against
+// cpu_ops() one sample at a time: outputs, input gradients and summed parameter gradients.
+void expect_batch_matches_cpu(const LayerSpec& l, const std::vector<float>& p, const HostOps& ops, Rng& rng) {
+    const int count = 7;
+    const size_t in_n = static_cast<size_t>(l.in.size()), out_n = static_cast<size_t>(l.out.size());
+    const std::vector<float> in = random_vector(count * in_n, rng), d = random_vector(count * out_n, rng);
+    std::vector<float> out_ref(count * out_n), out(count * out_n), din_ref(count * in_n), din(count * in_n);
+    std::vector<float> g_ref(p.size(), 0.5f), g(p.size(), 0.5f), d_got = d;
+    for (size_t s = 0; s < count; ++s) {
+        std::vector<float> ds(d.begin() + static_cast<std::ptrdiff_t>(s * out_n), d.begin() + static_cast<std::ptrdiff_t>((s + 1) * out_n));
+        cpu_ops().forward(l, p.data(), in.data() + s * in_n, out_ref.data() + s * out_n);
+        cpu_ops().backward(l, p.data(), in.data() + s * in_n, out_ref.data() + s * out_n, ds.data(),
+                           din_ref.data() + s * in_n, g_ref.data());
+    }
+    ops.forward_batch(l, p.data(), in.data(), out.data(), count);
+    ops.backward_batch(l, p.data(), in.data(), out_ref.data(), d_got.data(), din.data(), g.data(), count);
+    EXPECT_LT(test::relative_error(out, out_ref), 1e-5) << l.name << " forward_batch";
+    EXPECT_LT(test::relative_error(din, din_ref), 1e-5) << l.name << " backward_batch din";
+    EXPECT_LT(test::relative_error(g, g_ref), 1e-5) << l.name << " backward_batch gradients";
+}
+
 // Every layer of `net` on its own through `ops` against cpu_ops(): output, input
-// gradient (with and without one) and parameter gradients, from random inputs.
+// gradient (with and without one) and parameter gradients, from random inputs; and
+// the layers `ops` batches, over a batch.
 void expect_layers_match_cpu(const Network& net, const HostOps& ops) {
     Rng rng(11);
     std::vector<float> p = init_params(net, 3);
@@ -64,6 +86,7 @@ void expect_layers_match_cpu(const Network& net, const HostOps& ops) {
             }
             EXPECT_LT(test::relative_error(g, g_ref), 1e-5) << net.name << " " << l.name << " gradients";
         }
+        if (ops.batched && ops.batched(l)) expect_batch_matches_cpu(l, p, ops, rng);
     }
 }
 

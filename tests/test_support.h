@@ -75,12 +75,12 @@ inline StepRecord record_step(Engine& e, const Network& net, const Dataset& data
     for (int step = 0; step < 2; ++step) {
         e.forward(Split::Train, step * batch, batch);
         e.backward();
-        if (step == 0) e.update(0.05f, 0.9f);
+        if (step == 0) e.update(0.05f, 0.9f, 5e-4f);
     }
     StepRecord r;
     for (size_t k = 0; k < net.layers.size(); ++k) r.outputs.push_back(e.layer_output(k));
     r.gradients = e.gradients();
-    e.update(0.05f, 0.9f);
+    e.update(0.05f, 0.9f, 5e-4f);
     r.params_after = e.params();
     const Counters c = e.take_counters();
     r.loss = c.loss_sum / static_cast<double>(c.samples);

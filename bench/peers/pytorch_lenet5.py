@@ -192,6 +192,7 @@ def main():
     ap = argparse.ArgumentParser(description="PyTorch LeNet-5 peer for lenet5-cl (speed comparison)")
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--weight-decay", type=float, default=5e-4)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
@@ -230,7 +231,8 @@ def main():
     fc = "linear" if args.fc == "auto" else args.fc
     model = LeNet5(device, fc)
     model.reset(args.seed)
-    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
+                          weight_decay=args.weight_decay)
     if args.fc == "auto" and device.type == "cpu":
         # F.linear goes through the BLAS torch was built with: MKL in pip wheels, but a
         # generic (netlib) one in Debian's python3-torch, where oneDNN convolutions are 3-5x
