@@ -55,6 +55,9 @@ __kernel void subsample_forward(__global const float* in,
     out[(size_t)s * C * OH * OW + e] = activate(act, coef[c] * sum + bias[c]);
 }
 
+// A term of a fully connected output: weight row w times input row x.
+#define FC_TERM(i) (w[i] * x[i])
+
 #ifndef MEM_LOCAL
 // Fully connected: out[s][o] = act(bias[o] + sum_i W[o][i] in[s][i]).
 // in [count][I], W [O][I], bias [O] -> out [count][O].
@@ -68,7 +71,6 @@ __kernel void fc_forward(__global const float* in,
     __global const float* x = in + (size_t)s * I;
     WEIGHTS const float* w = W + (size_t)o * I;
     float sum = bias[o];
-#define FC_TERM(i) (w[i] * x[i])
     SUM_STRIDED(sum, 0, 1, I, FC_TERM);
     out[(size_t)s * O + o] = activate(act, sum);
 }
