@@ -133,13 +133,7 @@ TEST(Checkpoint, EveryMalformedFileGivesItsError) {
 TEST(Checkpoint, ResumeIsBitIdenticalToAStraightRun) {
     const std::string dir = test::mnist_dir();
     if (dir.empty()) GTEST_SKIP() << "MNIST not fetched (run data/fetch_mnist.sh)";
-    TrainOptions o;
-    o.engine.variant = "cpu";
-    o.data_dir = dir;
-    o.train_limit = 320;
-    o.test_limit = 100;
-    o.batch = 32;
-    o.epochs = 4;
+    TrainOptions o = test::quick_options("cpu", dir, 320, 100, 32, 4);
     const TrainResult straight = train(o);
     o.epochs = 2;
     o.save_path = temp_path("half");
@@ -157,13 +151,7 @@ TEST(Checkpoint, ResumeIsBitIdenticalToAStraightRun) {
 TEST(Checkpoint, InterruptedRunResumesMidEpochBitIdentically) {
     const std::string dir = test::mnist_dir();
     if (dir.empty()) GTEST_SKIP() << "MNIST not fetched (run data/fetch_mnist.sh)";
-    TrainOptions o;
-    o.engine.variant = "cpu";
-    o.data_dir = dir;
-    o.train_limit = 320;
-    o.test_limit = 100;
-    o.batch = 32;
-    o.epochs = 2;
+    TrainOptions o = test::quick_options("cpu", dir, 320, 100, 32, 2);
     const TrainResult straight = train(o);
     // Stop as if SIGINT arrived during step 4 of epoch 2.
     TrainObserver stop;

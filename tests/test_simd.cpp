@@ -143,6 +143,23 @@ TEST_P(SimdLevels, EveryLayerOfOtherNetworksMatchesCpu) {
                             ops());
 }
 
+// A network that is all batched layers (the seeds' 784-200-10 MLP) through the engine:
+// HostEngine's batched tail is then the whole network.
+TEST_P(SimdLevels, OmpRunsANetworkOfOnlyBatchedLayers) {
+    const Network net = NetworkBuilder("mlp", {1, 32, 32})
+                            .fully_connected("hidden", 200, Activation::Tanh)
+                            .fully_connected("output", 10, Activation::None)
+                            .build();
+    const Dataset data = test::synthetic_dataset(40, 5);
+    auto cpu = test::cpu_engine(net);
+    HostEngine omp(net, "omp", ops(), 3);
+    const test::StepRecord ref = test::record_step(*cpu, net, data, 17, 2);
+    const test::StepRecord got = test::record_step(omp, net, data, 17, 2);
+    EXPECT_LT(test::relative_error(got.gradients, ref.gradients), 1e-4);
+    EXPECT_LT(test::relative_error(got.params_after, ref.params_after), 1e-4);
+    EXPECT_NEAR(got.loss, ref.loss, 1e-4 * ref.loss);
+}
+
 // The vector tanh against std::tanh over the range that matters, through a fully
 // connected layer with identity weights (out = tanh(in) exactly up to the tanh).
 TEST_P(SimdLevels, TanhIsWithinOnePpmOfStdTanh) {

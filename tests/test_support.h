@@ -13,6 +13,7 @@
 #include "mnist.h"
 #include "network.h"
 #include "rng.h"
+#include "trainer.h"
 
 namespace lenet5::test {
 
@@ -50,6 +51,19 @@ inline std::string mnist_dir() {
     } catch (const std::exception&) {
         return "";
     }
+}
+
+// Options for a short training run of `variant` on the real MNIST in `dir`.
+inline TrainOptions quick_options(const std::string& variant, const std::string& dir, int train_limit,
+                                  int test_limit, int batch, int epochs) {
+    TrainOptions o;
+    o.engine.variant = variant;
+    o.data_dir = dir;
+    o.train_limit = train_limit;
+    o.test_limit = test_limit;
+    o.batch = batch;
+    o.epochs = epochs;
+    return o;
 }
 
 inline std::unique_ptr<Engine> cpu_engine(const Network& net) {
