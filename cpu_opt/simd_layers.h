@@ -424,18 +424,19 @@ struct SimdLayers {
     static constexpr bool kBig = V::kRegs >= 32;
     static constexpr int kFcRows = kBig ? 4 : 2, kFcSamples = kBig ? 5 : 3, kFcVectors = kBig ? 5 : 3;
 
-    // Vector r of a block whose last vector (r == R-1) has `last` lanes.
-    template <int R>
-    static F load_block(const float* p, int r, int last) { return r == R - 1 ? load_n(p, last) : V::load(p); }
-    template <int R>
-    static void store_block(float* p, F v, int r, int last) { store_n(p, v, r == R - 1 ? last : N); }
+    // Vector r of a block whose last vector (r == R-1) has `last` lanes: an int, or
+    // std::integral_constant<int, N> for a block of whole vectors (no masks then).
+    template <int R, class Last>
+    static F load_block(const float* p, int r, Last last) { return r == R - 1 ? load_n(p, last) : V::load(p); }
+    template <int R, class Last>
+    static void store_block(float* p, F v, int r, Last last) { store_n(p, v, r == R - 1 ? last : N); }
 
     // Calls block(i0, R, last) over the vectors of I in blocks of up to Max vectors.
     template <int Max, class Block>
     static void over_vectors(int I, Block&& block) {
         const int nv = vectors(I), last = I - (nv - 1) * N;
         int v = 0;
-        for (; v + Max < nv; v += Max) block(v * N, std::integral_constant<int, Max>{}, N);
+        for (; v + Max < nv; v += Max) block(v * N, std::integral_constant<int, Max>{}, std::integral_constant<int, N>{});
         with_count<Max>(nv - v, [&](auto count) { block(v * N, count, last); });
     }
 
@@ -488,9 +489,9 @@ struct SimdLayers {
     }
 
     // gW[o0+r][i0 .. +R vectors] += sum over samples of d[s][o0+r] * in[s][i0 ..].
-    template <int Rows, int R>
+    template <int Rows, int R, class Last>
     static void fc_weight_grad_block(int I, int O, int count, const float* in, const float* d, float* gW, int o0,
-                                     int i0, int last) {
+                                     int i0, Last last) {
         F acc[Rows][R];
         LENET5_UNROLL for (int r = 0; r < Rows; ++r) LENET5_UNROLL for (int v = 0; v < R; ++v)
             acc[r][v] = load_block<R>(gW + static_cast<ptrdiff_t>(o0 + r) * I + i0 + v * N, v, last);
@@ -507,8 +508,8 @@ struct SimdLayers {
     }
 
     // din[s0+s][i0 .. +R vectors] = sum over o of W[o][i0 ..] * d[s0+s][o].
-    template <int S, int R>
-    static void fc_input_grad_block(int I, int O, const float* W, const float* d, float* din, int s0, int i0, int last) {
+    template <int S, int R, class Last>
+    static void fc_input_grad_block(int I, int O, const float* W, const float* d, float* din, int s0, int i0, Last last) {
         F acc[S][R];
         LENET5_UNROLL for (int s = 0; s < S; ++s) LENET5_UNROLL for (int v = 0; v < R; ++v) acc[s][v] = V::zero();
         for (int o = 0; o < O; ++o) {
