@@ -215,7 +215,8 @@ struct SimdLayers {
                             LENET5_UNROLL for (int kx = 0; kx < K; ++kx) {
                                 const F wv = V::set1(w[ky * K + kx]);
                                 const float* t = s + ky * IW + kx;
-                                LENET5_UNROLL for (int r = 0; r < R; ++r) acc[r] = V::fma(V::load(t + r * N), wv, acc[r]);
+                                LENET5_UNROLL for (int r = 0; r < R; ++r)
+                                    acc[r] = V::fma(V::load(t + r * N), wv, acc[r]);
                             }
                     }
                     LENET5_UNROLL for (int r = 0; r < R; ++r) V::store(wide + p0 + r * N, acc[r]);
@@ -236,7 +237,8 @@ struct SimdLayers {
         const int IW = l.in.w, IHW = l.in.h * l.in.w, conns = l.conn_begin[o0 + 1] - l.conn_begin[o0];
         for (int p0 = 0; p0 < mspan; p0 += R * N) {
             F acc[M][R];
-            LENET5_UNROLL for (int m = 0; m < M; ++m) LENET5_UNROLL for (int r = 0; r < R; ++r) acc[m][r] = V::set1(bias[o0 + m]);
+            LENET5_UNROLL for (int m = 0; m < M; ++m)
+                LENET5_UNROLL for (int r = 0; r < R; ++r) acc[m][r] = V::set1(bias[o0 + m]);
             for (int c = 0; c < conns; ++c) {
                 const float* s = src + l.conn_in[l.conn_begin[o0] + c] * IHW + p0;
                 const float* w[M];
@@ -251,7 +253,8 @@ struct SimdLayers {
                         }
                     }
             }
-            LENET5_UNROLL for (int m = 0; m < M; ++m) LENET5_UNROLL for (int r = 0; r < R; ++r) V::store(wide + m * stride + p0 + r * N, acc[m][r]);
+            LENET5_UNROLL for (int m = 0; m < M; ++m)
+                LENET5_UNROLL for (int r = 0; r < R; ++r) V::store(wide + m * stride + p0 + r * N, acc[m][r]);
         }
     }
 
@@ -278,7 +281,8 @@ struct SimdLayers {
     template <int K, int Rows>
     static void conv_weight_grad_rows(const float* d, const float* s, int np, int IW, int ky0, float* gw) {
         F acc[Rows][K];
-        LENET5_UNROLL for (int ty = 0; ty < Rows; ++ty) LENET5_UNROLL for (int kx = 0; kx < K; ++kx) acc[ty][kx] = V::zero();
+        LENET5_UNROLL for (int ty = 0; ty < Rows; ++ty)
+            LENET5_UNROLL for (int kx = 0; kx < K; ++kx) acc[ty][kx] = V::zero();
         for (int c = 0; c < np * N; c += N) {
             const F dv = V::load(d + c);
             LENET5_UNROLL for (int ty = 0; ty < Rows; ++ty) {
@@ -379,10 +383,12 @@ struct SimdLayers {
                 for (int c0 = 0; c0 < cspan; c0 += C * N) {
                     float* dst = din + i * IHW + c0;
                     auto store_row = [&](const F* row, int y) {
-                        LENET5_UNROLL for (int v = 0; v < C; ++v) store_n(dst + y * IW + v * N, row[v], IW - c0 - v * N);
+                        LENET5_UNROLL for (int v = 0; v < C; ++v)
+                            store_n(dst + y * IW + v * N, row[v], IW - c0 - v * N);
                     };
                     F acc[K][C];
-                    LENET5_UNROLL for (int s = 0; s < K; ++s) LENET5_UNROLL for (int v = 0; v < C; ++v) acc[s][v] = V::zero();
+                    LENET5_UNROLL for (int s = 0; s < K; ++s)
+                        LENET5_UNROLL for (int v = 0; v < C; ++v) acc[s][v] = V::zero();
                     for (int y0 = 0; y0 < OH; y0 += K)
                         LENET5_UNROLL for (int yy = 0; yy < K; ++yy) {
                             const int y = y0 + yy;
@@ -436,7 +442,8 @@ struct SimdLayers {
     static void over_vectors(int I, Block&& block) {
         const int nv = vectors(I), last = I - (nv - 1) * N;
         int v = 0;
-        for (; v + Max < nv; v += Max) block(v * N, std::integral_constant<int, Max>{}, std::integral_constant<int, N>{});
+        for (; v + Max < nv; v += Max)
+            block(v * N, std::integral_constant<int, Max>{}, std::integral_constant<int, N>{});
         with_count<Max>(nv - v, [&](auto count) { block(v * N, count, last); });
     }
 
@@ -497,7 +504,8 @@ struct SimdLayers {
             acc[r][v] = load_block<R>(gW + static_cast<ptrdiff_t>(o0 + r) * I + i0 + v * N, v, last);
         for (int s = 0; s < count; ++s) {
             F x[R];
-            LENET5_UNROLL for (int v = 0; v < R; ++v) x[v] = load_block<R>(in + static_cast<ptrdiff_t>(s) * I + i0 + v * N, v, last);
+            LENET5_UNROLL for (int v = 0; v < R; ++v)
+                x[v] = load_block<R>(in + static_cast<ptrdiff_t>(s) * I + i0 + v * N, v, last);
             LENET5_UNROLL for (int r = 0; r < Rows; ++r) {
                 const F dv = V::set1(d[s * O + o0 + r]);
                 LENET5_UNROLL for (int v = 0; v < R; ++v) acc[r][v] = V::fma(dv, x[v], acc[r][v]);
@@ -509,12 +517,14 @@ struct SimdLayers {
 
     // din[s0+s][i0 .. +R vectors] = sum over o of W[o][i0 ..] * d[s0+s][o].
     template <int S, int R, class Last>
-    static void fc_input_grad_block(int I, int O, const float* W, const float* d, float* din, int s0, int i0, Last last) {
+    static void fc_input_grad_block(int I, int O, const float* W, const float* d, float* din, int s0, int i0,
+                                    Last last) {
         F acc[S][R];
         LENET5_UNROLL for (int s = 0; s < S; ++s) LENET5_UNROLL for (int v = 0; v < R; ++v) acc[s][v] = V::zero();
         for (int o = 0; o < O; ++o) {
             F w[R];
-            LENET5_UNROLL for (int v = 0; v < R; ++v) w[v] = load_block<R>(W + static_cast<ptrdiff_t>(o) * I + i0 + v * N, v, last);
+            LENET5_UNROLL for (int v = 0; v < R; ++v)
+                w[v] = load_block<R>(W + static_cast<ptrdiff_t>(o) * I + i0 + v * N, v, last);
             LENET5_UNROLL for (int s = 0; s < S; ++s) {
                 const F dv = V::set1(d[(s0 + s) * O + o]);
                 LENET5_UNROLL for (int v = 0; v < R; ++v) acc[s][v] = V::fma(dv, w[v], acc[s][v]);
@@ -544,11 +554,13 @@ struct SimdLayers {
         over_vectors<kFcVectors>(I, [&](int i0, auto vecs, int last) {
             constexpr int R = decltype(vecs)::value;
             int o = 0;
-            for (; o + kFcRows <= O; o += kFcRows) fc_weight_grad_block<kFcRows, R>(I, O, count, in, dout, gW, o, i0, last);
+            for (; o + kFcRows <= O; o += kFcRows)
+                fc_weight_grad_block<kFcRows, R>(I, O, count, in, dout, gW, o, i0, last);
             for (; o < O; ++o) fc_weight_grad_block<1, R>(I, O, count, in, dout, gW, o, i0, last);
             if (!din) return;
             int s = 0;
-            for (; s + kFcSamples <= count; s += kFcSamples) fc_input_grad_block<kFcSamples, R>(I, O, W, dout, din, s, i0, last);
+            for (; s + kFcSamples <= count; s += kFcSamples)
+                fc_input_grad_block<kFcSamples, R>(I, O, W, dout, din, s, i0, last);
             for (; s < count; ++s) fc_input_grad_block<1, R>(I, O, W, dout, din, s, i0, last);
         });
     }
