@@ -5,7 +5,7 @@ peer, in one run. Writes a Markdown table, the raw JSON and a bar chart.
 
   bench/epoch_bench.py [--epochs 2] [--batch 64] [--variants cpu,avx,omp,...]
                        [--devices 0,1] [--repeats 1] [--peer cpu|cuda|none]
-                       [--binary build/lenet5] [--out bench/results]
+                       [--binary build/lenet5] [--data DIR] [--python PY] [--out bench/results]
 
 Per run, the times are the median over its epochs; with --repeats R the
 median over R runs. Ratios are against the fastest variant of ours (wall ms).
@@ -83,8 +83,7 @@ def summarise(reports):
 
 
 def run_peer(args, device):
-    python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-    cmd = [python, os.path.join(ROOT, "bench", "peers", "pytorch_lenet5.py"), "--epochs", str(args.epochs),
+    cmd = [args.python, os.path.join(ROOT, "bench", "peers", "pytorch_lenet5.py"), "--epochs", str(args.epochs),
            "--batch", str(args.batch), "--threads", str(args.threads), "--device", device,
            "--repeats", str(args.repeats)]
     if args.data:
@@ -146,6 +145,8 @@ def main():
     ap.add_argument("--devices", default="", help="OpenCL device indices; default: all")
     ap.add_argument("--peer", choices=("cpu", "cuda", "none"), default="cpu")
     ap.add_argument("--data", default="")
+    ap.add_argument("--python", default="/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable,
+                    help="the interpreter that has PyTorch (Debian's python3-torch is for /usr/bin/python3)")
     ap.add_argument("--train-limit", type=int, default=0)
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
     args = ap.parse_args()
