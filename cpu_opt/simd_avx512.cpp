@@ -3,11 +3,12 @@
 // k-mask loads and stores for remainders and 14-bit reciprocals.
 //
 // Why not 512-bit vectors: measured on the 2-core Xeon (Ice Lake class, VM) this
-// project runs on, a 512-bit instance of the same code was ~30% slower per training
-// step: one 512-bit FMA retires per cycle, no more lanes than two 256-bit FMAs, and
-// every unaligned 64-byte load splits a cache line (conv taps, parameter rows at
-// 16-byte offsets), which costs far more than the half-split 32-byte loads.
-// Compilers default to 256-bit on these CPUs (-mprefer-vector-width=256) for the same reasons.
+// project runs on, a 512-bit instance of this same code was 5-30% slower per training
+// step (C3 and C5 most). Its peak FMA rate is 1.6x the 256-bit one, but these kernels
+// are bound by loads, not FMAs: the conv taps are unaligned loads, and an unaligned
+// 64-byte load always splits a cache line (a 32-byte one half the time); parameter
+// rows sit at 16-byte offsets; and rows of 10, 14 or 28 floats fill fewer of 16 lanes.
+// Compilers default to 256-bit vectors on these CPUs (-mprefer-vector-width=256) too.
 //
 // Compiled with -mavx512f -mavx512vl -mavx2 -mfma; simd_dispatch.cpp calls it only
 // on a CPU with AVX-512 F and VL.
