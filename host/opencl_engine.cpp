@@ -4,6 +4,7 @@
 #include <iostream>
 #include <limits>
 #include <numeric>
+#include <set>
 
 #include "opencl_backend.h"
 #include "opencl_kernels.h"
@@ -56,8 +57,8 @@ OpenCLEngine::OpenCLEngine(Network net, MemoryVariant memory, const OpenCLDevice
         context_ = cl::Context(dev);
         queue_ = cl::CommandQueue(context_, dev, CL_QUEUE_PROFILING_ENABLE);
         // Work-group sizes from the device's limits: WG items for the element-wise kernels, REDUCE
-        // (up to 1024: they are latency-bound walks) for the reductions, TILE x TILE for gpu-local's matrix kernels, and up to 64
-        // samples for the kernels that lay samples along dimension 0.
+        // (up to 1024) for the weight-gradient reductions, TILE x TILE for gpu-local's matrix
+        // kernels, and up to 64 samples for the kernels that lay samples along dimension 0.
         const size_t max_group = dev.getInfo<CL_DEVICE_MAX_WORK_GROUP_SIZE>();
         const auto item_sizes = dev.getInfo<CL_DEVICE_MAX_WORK_ITEM_SIZES>();
         wg_ = floor_pow2(std::min({size_t{256}, max_group, item_sizes[0]}));
@@ -69,6 +70,7 @@ OpenCLEngine::OpenCLEngine(Network net, MemoryVariant memory, const OpenCLDevice
         // few cores want fewer, larger ones.
         chunk_ = device_.is_gpu ? 1 : 16;
         local_mem_ = dev.getInfo<CL_DEVICE_LOCAL_MEM_SIZE>();
+        layers_.assign(net_.layers.size(), Layer{});
         build_programs();
 
         const size_t bytes = layout_.size() * sizeof(float);
@@ -99,12 +101,11 @@ std::string OpenCLEngine::variant() const {
 void OpenCLEngine::build_programs() {
     const cl::Device& dev = device_.device;
     const std::string source = opencl_kernel_source();
-    // When every convolution run by the conv kernels has the same window, fix it at compile time.
-    std::string conv_k;
+    // When every convolution the conv kernels run has the same window, it is fixed at compile time.
+    std::set<int> windows;
     for (const auto& l : net_.layers)
-        if (l.kind == LayerKind::Conv && !conv_is_fc(l))
-            conv_k = conv_k.empty() || conv_k == std::to_string(l.kernel) ? std::to_string(l.kernel) : "varies";
-    const std::string fixed = conv_k.empty() || conv_k == "varies" ? "" : " -DCONV_K=" + conv_k;
+        if (l.kind == LayerKind::Conv && !conv_is_fc(l)) windows.insert(l.kernel);
+    const std::string fixed = windows.size() == 1 ? " -DCONV_K=" + std::to_string(*windows.begin()) : "";
     auto build = [&](const char* memory) {
         return build_program(context_, dev, source,
                              "-cl-std=CL1.2 -DREDUCE=" + std::to_string(reduce_) + " -DTILE=" + std::to_string(tile_) +
@@ -123,7 +124,6 @@ void OpenCLEngine::build_programs() {
         reduce_ = allowed;
         program_ = build(memory);
     }
-    layers_.assign(net_.layers.size(), Layer{});
     if (memory_ != MemoryVariant::Constant) return;
     // A layer whose weights and biases exceed the device's __constant limit (C5's 192 KB against
     // NVIDIA's 64 KB) reads them from __global instead, through a second build.
@@ -163,6 +163,11 @@ void OpenCLEngine::plan_layers() {
             for (int o = 0; o < l.out.c; ++o)  // its first connection sums each map's bias gradient
                 if (l.conn_begin[static_cast<size_t>(o)] == l.conn_begin[static_cast<size_t>(o) + 1])
                     throw Error("layer " + l.name + ": output map " + std::to_string(o) + " reads no input map");
+            // conv_weight_partials gives every weight of a connection, and the bias, an item.
+            if (static_cast<size_t>(l.kernel * l.kernel + 1) > reduce_)
+                throw Error(variant() + ": layer " + l.name + " needs work-groups of " +
+                            std::to_string(l.kernel * l.kernel + 1) + " items for its weight gradients; " +
+                            device_.name + " allows " + std::to_string(reduce_));
             d.conn_begin = int_buffer(context_, l.conn_begin);
             d.conn_in = int_buffer(context_, l.conn_in);
             d.conn_out = int_buffer(context_, l.conn_out);
