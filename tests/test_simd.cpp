@@ -17,6 +17,11 @@
 
 using namespace lenet5;
 
+namespace lenet5 {
+// Names the level in test output (gtest prints the raw bytes of an enum otherwise).
+void PrintTo(SimdLevel level, std::ostream* os) { *os << (level == SimdLevel::Avx512 ? "avx512" : "avx2"); }
+}  // namespace lenet5
+
 namespace {
 
 class SimdLevels : public ::testing::TestWithParam<SimdLevel> {
