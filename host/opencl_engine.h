@@ -1,9 +1,11 @@
 // The engine of the OpenCL variants. Everything stays on the device: both data sets
-// (converted once), the parameters, gradients, momentum and activations. A training
-// step is kernel launches only (forward: one gathering the batch, then one per layer,
-// the last fused with the softmax cross-entropy; backward: per layer one for the weight
-// gradients and one for the previous layer's delta; update: one over the flat buffer);
-// per epoch only the order goes up and the per-sample losses and hits come back.
+// (converted once), the parameters, gradients, momentum and activations. A training step
+// is kernel launches only, 23 for LeNet-5. Forward: one gathering the batch, then one per
+// layer (the last fused with the softmax cross-entropy). Backward, from the last layer
+// down: its weight gradients (for conv and subsampling: per-sample partial sums) and the
+// previous layer's delta; then one launch adding up the partial sums. Update: one over
+// the flat buffer. Per epoch only the order goes up and the per-sample losses and hits
+// come back.
 #pragma once
 #include <array>
 #include <string>
@@ -25,6 +27,8 @@ enum class MemoryVariant {
 class OpenCLEngine final : public Engine {
 public:
     OpenCLEngine(Network net, MemoryVariant memory, const OpenCLDevice& device);
+    OpenCLEngine(const OpenCLEngine&) = delete;  // its step lists point into itself
+    OpenCLEngine& operator=(const OpenCLEngine&) = delete;
 
     std::string variant() const override;
     std::string device() const override { return device_.name; }
