@@ -159,15 +159,10 @@ void HostEngine::backward() {
         }
     }
     if (T > 1) {
-        // Each element summed in thread order; the threads share out the elements.
-#pragma omp parallel for num_threads(T) schedule(static, 1)
-        for (int part = 0; part < T; ++part) {
-            const size_t begin = grads_.size() * part / T, end = grads_.size() * (part + 1) / T;
-            std::fill(grads_.data() + begin, grads_.data() + end, 0.0f);
-            for (int t = 0; t < T; ++t) {
-                const float* g = thread_grads_[static_cast<size_t>(t)].data();
-                for (size_t i = begin; i < end; ++i) grads_[i] += g[i];
-            }
+        std::fill(grads_.begin(), grads_.end(), 0.0f);
+        for (int t = 0; t < T; ++t) {
+            const float* g = thread_grads_[static_cast<size_t>(t)].data();
+            for (size_t i = 0; i < grads_.size(); ++i) grads_[i] += g[i];
         }
     }
     times_.backward_ms += ms_since(t0);
@@ -175,13 +170,7 @@ void HostEngine::backward() {
 
 void HostEngine::update(float lr, float momentum, float weight_decay) {
     const auto t0 = Clock::now();
-    // Element-wise, so the threads can share out the parameters.
-#pragma omp parallel for num_threads(threads_) schedule(static, 1) if (threads_ > 1)
-    for (int part = 0; part < threads_; ++part) {
-        const size_t begin = params_.size() * part / threads_, end = params_.size() * (part + 1) / threads_;
-        ops_.update(params_.data() + begin, velocity_.data() + begin, grads_.data() + begin, end - begin, lr, momentum,
-                    weight_decay);
-    }
+    ops_.update(params_.data(), velocity_.data(), grads_.data(), params_.size(), lr, momentum, weight_decay);
     times_.update_ms += ms_since(t0);
 }
 
