@@ -63,8 +63,8 @@ int run_eval(const EvalOptions& o) {
     const Network net = lenet5_network();
     const Checkpoint c = load_checkpoint(o.model_path);
     check_network(c, net, o.model_path);
-    const Dataset test_set = load_mnist(resolve_data_dir(o.data_dir), Split::Test, o.test_limit);
     auto engine = make_engine(net, o.engine);
+    const Dataset test_set = load_mnist(resolve_data_dir(o.data_dir), Split::Test, o.test_limit);
     engine->upload(Split::Test, test_set);
     engine->set_params(c.params);
     const RunInfo info{engine->variant(), engine->device(), engine->platform(), 0, test_set.count, 1};

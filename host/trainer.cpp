@@ -76,11 +76,11 @@ TrainResult train(const TrainOptions& o, const TrainObserver& observer) {
             throw Error(o.resume_path + ": checkpoint has already trained " + std::to_string(resume.epoch) +
                         " epochs; --epochs " + std::to_string(o.epochs) + " asks for no more");
     }
+    // The engine first: a bad --variant or --device is reported before the data loads.
+    auto engine = make_engine(net, opt.engine);
     const std::string dir = resolve_data_dir(opt.data_dir);
     const Dataset train_set = load_mnist(dir, Split::Train, opt.train_limit);
     const Dataset test_set = load_mnist(dir, Split::Test, opt.test_limit);
-
-    auto engine = make_engine(net, opt.engine);
     engine->upload(Split::Train, train_set);
     engine->upload(Split::Test, test_set);
     int first_epoch = 1, first_step = 0;
