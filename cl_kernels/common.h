@@ -1,5 +1,8 @@
 // Shared by every kernel file; cmake/embed_kernels.cmake puts it first in the
 // embedded source. The host (host/opencl_engine.cpp) picks the variant with:
+//   -DCONV_K=k, -DPOOL_K=k  every convolution (other than fully connected ones) has k x k windows,
+//                     every subsampling k x k: the loops over a window unroll at compile time;
+//                     without them the window comes from the layer table
 //   -DMEM_CONSTANT  parameters are read through __constant memory, as far as they fit (gpu-constant)
 //   -DMEM_LOCAL     a sample's activations and deltas are held in __local memory (gpu-local)
 // Neither MEM_ option: every kernel reads and writes __global memory only (gpu).
@@ -23,8 +26,10 @@
 // host); otherwise a __global slice [A] per sample.
 #ifdef MEM_LOCAL
 #define ARENA __local
+#define ARENA_FENCE CLK_LOCAL_MEM_FENCE
 #else
 #define ARENA __global
+#define ARENA_FENCE CLK_GLOBAL_MEM_FENCE
 #endif
 
 // The parameters (the flat device layout of host/opencl_layout.h). gpu-constant: the first
@@ -65,6 +70,18 @@
 #define L_IN_CONN 18     // conv: [nconn]
 #define L_NCONN 19
 
+// A layer's window edge (L_K): CONV_K or POOL_K where the host fixed it.
+#ifdef CONV_K
+#define CONV_WINDOW(L) CONV_K
+#else
+#define CONV_WINDOW(L) (L)[L_K]
+#endif
+#ifdef POOL_K
+#define POOL_WINDOW(L) POOL_K
+#else
+#define POOL_WINDOW(L) (L)[L_K]
+#endif
+
 #define KIND_CONV 0
 #define KIND_SUBSAMPLE 1
 #define KIND_FC 2  // fully connected, or a conv whose window covers all of every input map
@@ -93,6 +110,9 @@ inline float activate(int act, float x) { return act == ACT_TANH ? tanh(x) : x; 
 
 // The activation's derivative, from its output y.
 inline float activation_grad(int act, float y) { return act == ACT_TANH ? 1.0f - y * y : 1.0f; }
+
+// The per-sample kernels run exactly SAMPLE_GROUP items per work-group.
+#define PER_SAMPLE __kernel __attribute__((reqd_work_group_size(SAMPLE_GROUP, 1, 1)))
 
 // The items of the work-group share a loop over e = 0 .. n-1.
 #define FOR_GROUP(e, n) for (int e = (int)get_local_id(0); e < (n); e += (int)get_local_size(0))

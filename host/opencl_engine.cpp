@@ -4,6 +4,7 @@
 #include <iostream>
 #include <limits>
 #include <numeric>
+#include <set>
 #include <array>
 
 #include "opencl_backend.h"
@@ -55,9 +56,9 @@ OpenCLEngine::OpenCLEngine(Network net, MemoryVariant memory, const OpenCLDevice
         const auto item_sizes = dev.getInfo<CL_DEVICE_MAX_WORK_ITEM_SIZES>();
         wg_ = floor_pow2(std::min({size_t{256}, max_group, item_sizes[0]}));
         // A per-sample work-group shares each layer's outputs among its items: a GPU runs one
-        // group per sample on a compute unit and wants many items there; a CPU runs a group's items
-        // one after another on a core and wants few.
-        sample_group_ = floor_pow2(std::min({device_.is_gpu ? size_t{512} : size_t{64}, max_group, item_sizes[0]}));
+        // group per sample on a compute unit and wants as many items there as it can run (the
+        // kernels are latency-bound); a CPU runs a group's items one after another on a core.
+        sample_group_ = floor_pow2(std::min({device_.is_gpu ? size_t{1024} : size_t{64}, max_group, item_sizes[0]}));
         local_mem_ = dev.getInfo<CL_DEVICE_LOCAL_MEM_SIZE>();
         compile_program();
 
@@ -97,7 +98,40 @@ void OpenCLEngine::compile_program() {
     const char* memory = memory_ == MemoryVariant::Constant ? " -DMEM_CONSTANT"
                          : memory_ == MemoryVariant::Local  ? " -DMEM_LOCAL"
                                                             : "";
-    program_ = build_program(context_, dev, opencl_kernel_source(), std::string("-cl-std=CL1.2") + memory);
+    // Window edges shared by every convolution (those not run as fully connected) or every
+    // subsampling are fixed at compile time.
+    std::set<int> conv_windows, pool_windows;
+    for (const auto& l : net_.layers) {
+        if (l.kind == LayerKind::Conv && !conv_is_fc(l)) conv_windows.insert(l.kernel);
+        if (l.kind == LayerKind::Subsample) pool_windows.insert(l.kernel);
+    }
+    std::string windows;
+    if (conv_windows.size() == 1) windows += " -DCONV_K=" + std::to_string(*conv_windows.begin());
+    if (pool_windows.size() == 1) windows += " -DPOOL_K=" + std::to_string(*pool_windows.begin());
+    // NVIDIA's compiler sizes registers for 256 items per group unless told the budget; its
+    // extensions say how many registers a group has and take the limit per item.
+    const std::string extensions = dev.getInfo<CL_DEVICE_EXTENSIONS>();
+    cl_uint registers = 0;
+    if (extensions.find("cl_nv_compiler_options") != std::string::npos &&
+        extensions.find("cl_nv_device_attribute_query") != std::string::npos)
+        registers = dev.getInfo<CL_DEVICE_REGISTERS_PER_BLOCK_NV>();
+    auto build = [&] {
+        std::string options = "-cl-std=CL1.2 -DSAMPLE_GROUP=" + std::to_string(sample_group_) + windows + memory;
+        if (registers) options += " -cl-nv-maxrregcount=" + std::to_string(std::min<size_t>(255, registers / sample_group_));
+        program_ = build_program(context_, dev, opencl_kernel_source(), options);
+    };
+    build();
+    // A compiled kernel may still allow fewer items than asked for (registers): halve until it fits.
+    auto allowed = [&] {
+        size_t n = sample_group_;
+        for (const char* name : {"forward_samples", "backward_samples"})
+            n = std::min(n, cl::Kernel(program_, name).getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(dev));
+        return n;
+    };
+    while (sample_group_ > 1 && allowed() < sample_group_) {
+        sample_group_ = floor_pow2(allowed());
+        build();
+    }
     if (memory_ != MemoryVariant::Constant) return;
     // __constant takes the parameters up to the first layer whose weights and biases would pass
     // the device's limit (C5's 192 KB against NVIDIA's 64 KB); the kernels read the rest from __global.
@@ -158,7 +192,15 @@ void OpenCLEngine::plan_table() {
         out_at_.push_back(at);
         at += static_cast<size_t>(l.out.size());
     }
-    arena_ = at;
+    // The fully connected layers' partial sums follow (forward.cl): fc_parts_ per output, as many
+    // (up to 32, a power of two) as leave the arena within the device's __local memory.
+    parts_at_ = at;
+    size_t widest = 0;
+    for (const LayerSpec& l : net_.layers)
+        if (l.kind == LayerKind::FullyConnected || conv_is_fc(l)) widest = std::max(widest, static_cast<size_t>(l.out.size()));
+    fc_parts_ = 32;
+    while (fc_parts_ > 1 && (at + widest * fc_parts_) * sizeof(float) > local_mem_) fc_parts_ /= 2;
+    arena_ = at + widest * fc_parts_;
     pool.push_back(0);  // never empty (a network without convolutions)
     table_ = int_buffer(context_, table);
     pool_ = int_buffer(context_, pool);
@@ -188,7 +230,7 @@ cl_uint OpenCLEngine::set_param_args(cl::Kernel& k, cl_uint first) {
     return first + 2;
 }
 
-// A kernel of common.h's per-sample kind: a work-group of sample_group_ items per sample.
+// A kernel of common.h's per-sample kind: a work-group of SAMPLE_GROUP items per sample.
 template <class... Args>
 OpenCLEngine::Launch OpenCLEngine::per_sample(const char* name, const Args&... args) {
     return Launch{kernel(name, args...), 0, sample_group_, sample_group_, -1};
@@ -214,16 +256,18 @@ void OpenCLEngine::plan_batch(int capacity) {
     // forward_samples: the data set, rows and first (0-3), the loss scale and slot are set per step.
     forward_ = per_sample("forward_samples", cl::Buffer(), cl::Buffer(), cl::Buffer(), 0);
     cl_uint next = set_param_args(forward_.kernel, 4);
-    set_args(forward_.kernel, next, table_, pool_, layers, A, acts_, out_delta_, 1.0f, losses_, hits_, 0);
-    forward_scale_arg_ = next + 6;
-    forward_slot_arg_ = next + 9;
-    if (local) forward_.kernel.setArg(next + 10, cl::Local(arena_ * sizeof(float)));
+    set_args(forward_.kernel, next, table_, pool_, layers, A, to_int(parts_at_), to_int(fc_parts_), acts_, out_delta_,
+             1.0f, losses_, hits_, 0);
+    forward_scale_arg_ = next + 8;
+    forward_slot_arg_ = next + 11;
+    if (local) forward_.kernel.setArg(next + 12, cl::Local(arena_ * sizeof(float)));
 
     backward_ = per_sample("backward_samples");
     next = set_param_args(backward_.kernel, 0);
-    set_args(backward_.kernel, next, table_, pool_, layers, A, acts_, out_delta_, to_int(n), sample_grads_);
-    if (local) backward_.kernel.setArg(next + 8, cl::Local(arena_ * sizeof(float)));
-    else backward_.kernel.setArg(next + 8, arenas_);
+    set_args(backward_.kernel, next, table_, pool_, layers, A, to_int(parts_at_), to_int(arena_ - parts_at_), acts_,
+             out_delta_, to_int(n), sample_grads_);
+    if (local) backward_.kernel.setArg(next + 10, cl::Local(arena_ * sizeof(float)));
+    else backward_.kernel.setArg(next + 10, arenas_);
 
     sum_ = {kernel("sum_samples", sample_grads_, to_int(n), 0, grads_), round_up(n, wg_), wg_, 0, 2};
     for (const Launch* launch : {&forward_, &backward_, &sum_, &update_}) check_fits(*launch);

@@ -107,11 +107,12 @@ private:
     cl::Buffer const_params_;
     size_t const_floats_ = 0;
 
-    // The layer table and connection lists the kernels walk (common.h), and the arena: each
-    // layer's input and output offsets in one sample's [arena_] floats.
+    // The layer table and connection lists the kernels walk (common.h), and the arena of one
+    // sample ([arena_] floats): the input, each layer's output at out_at_, then the fully
+    // connected layers' partial sums at parts_at_ (fc_parts_ per output).
     cl::Buffer table_, pool_;
     std::vector<size_t> out_at_;
-    size_t arena_ = 0;
+    size_t arena_ = 0, parts_at_ = 0, fc_parts_ = 1;
 
     Launch forward_, backward_, sum_, update_;
     cl_uint forward_scale_arg_ = 0, forward_slot_arg_ = 0;  // forward_samples' per-step arguments
