@@ -1,216 +1,278 @@
-// The backward pass (compiled after common.h): one work-group per sample runs every layer from
-// the last down over the sample's arena, writing the sample's weight gradients; sum_samples then
-// adds them up over the batch. Per layer: its weight gradients from its input x and its delta d,
-// then (except for the first layer) the previous layer's delta, written over x in place: each
-// element reads only its own activation, and the weight gradients no longer need x.
-// L is the layer's row of the table, g the sample's gradients (the device layout).
+// Backward kernels (compiled after common.h). Per layer: one launch for the weight and bias
+// gradients (summed over the batch in a fixed order) and, except for the first layer, one for
+// the previous layer's delta. Both read this layer's delta; the gradients are overwritten.
 
-// Convolutions and subsamplings sum their weight gradients over the output rows in two steps, so
-// that more items share the work than the layer has parameters: the parameters' sums over every
-// R-th row (rows r, r + R, ...) go to parts [params][R] in the arena, then row_parts_sum adds them.
+// The weight gradients of convolutions and subsamplings take two launches: stage 1 (per layer)
+// sums over chunks of `chunk` samples into partial [chunks][n], at the parameters' offsets within
+// a run of such layers in the device layout; stage 2 (sum_partials, once per run) adds the chunks
+// in order. The chunks make enough work-groups, and each group reads its maps once for all taps.
 
-// R: as many row sets as parts (capacity floats) holds, at most one per output row.
-inline int row_sets(int params, int OH, int capacity) { return max(1, min(OH, capacity / params)); }
+// Stage 1 for a convolution. in [count][IC][IH][IW], delta [count][OC][OH][OW] -> partial: chunk c's
+// sum for weight (j, ky, kx) at c*n + w_at + (j*K + ky)*K + kx, for bias o at c*n + b_at + o.
+// conn_begin [OC+1], conn_out, conn_in [nconn]: network.h's lists.
+// NDRange (nconn * chunks * REDUCE), work-group REDUCE: group (j, c) = (g % nconn, g / nconn). Its
+// items are (tap, lane): taps 0..K*K-1 are the weights of connection j, tap K*K the bias of its
+// output map (summed by the map's first connection); the lanes split the output positions.
+// scratch: gpu-local __local [REDUCE], otherwise __global [groups * REDUCE]. gpu-local stages
+// each sample's delta and input map in `tile` (OH*OW + IH*IW floats).
+__kernel __attribute__((reqd_work_group_size(REDUCE, 1, 1))) void conv_weight_partials(
+    __global const float* in, __global const float* delta, __global float* partial, int n, int w_at, int b_at,
+    __global const int* conn_begin, __global const int* conn_out, __global const int* conn_in, int IC, int IH,
+    int IW, int OC, int OH, int OW, int k_arg, int nconn, int count, int chunk,
+    SCRATCH float* scratch LOCAL_TILE_ARG) {
+    const int K = CONV_WINDOW(k_arg), taps = K * K + 1, lanes = REDUCE / taps;
+    const int g = (int)get_group_id(0), lid = (int)get_local_id(0), t = lid % taps, lane = lid / taps;
+    const int j = g % nconn, c = g / nconn, o = conn_out[j], i = conn_in[j], P = OH * OW;
+    const bool bias = t == K * K, active = lane < lanes && (!bias || conn_begin[o] == j);
+    const int window = bias ? 0 : t / K * IW + t % K;  // tap (ky, kx) within the input map
+    float v = 0.0f;
+    for (int s = c * chunk; s < min(count, (c + 1) * chunk); ++s) {
+#ifdef MEM_LOCAL
+        __local float* d = tile;
+        __local float* x = tile + P;
+        barrier(CLK_LOCAL_MEM_FENCE);  // the previous sample's maps are no longer read
+        copy_to_local(d, delta + ((size_t)s * OC + o) * P, P);
+        copy_to_local(x, in + ((size_t)s * IC + i) * IH * IW, IH * IW);
+        barrier(CLK_LOCAL_MEM_FENCE);
+#else
+        __global const float* d = delta + ((size_t)s * OC + o) * P;
+        __global const float* x = in + ((size_t)s * IC + i) * IH * IW;
+#endif
+        // Output (y, x) pairs with input (y + ky, x + kx), at p + y*(IW - OW) + window.
+#define WEIGHT_TERM(p) (d[p] * x[(p) + (p) / OW * (IW - OW) + window])
+#define BIAS_TERM(p) d[p]
+        if (active) {
+            if (bias) SUM_STRIDED(v, lane, lanes, P, BIAS_TERM);
+            else SUM_STRIDED(v, lane, lanes, P, WEIGHT_TERM);
+        }
+    }
+    v = tap_sum(GROUP_SCRATCH(scratch), v, taps, lanes);
+    if (lid < taps && active) {
+        __global float* out = partial + (size_t)c * n;
+        if (bias) out[b_at + o] = v;
+        else out[w_at + j * K * K + t] = v;
+    }
+}
 
-// A convolution's gradients: weight (j, ky, kx) = sum over output positions p of
-// d[conn_out[j]][p] * x[conn_in[j]][p + (ky, kx)], bias o = sum_p d[o][p].
-// x [IC][IH][IW], d [OC][OH][OW] -> parts [nconn*K*K + OC][R]: the weights W [nconn][K][K], then the
-// biases [OC]; item e sums parameter e / R over rows e % R, e % R + R, ...
-inline void conv_weight_parts(__global const int* L, __global const int* pool, ARENA const float* x,
-                              ARENA const float* d, ARENA float* parts, int R) {
-    const int IH = L[L_IH], IW = L[L_IW], OC = L[L_OC], OH = L[L_OH], OW = L[L_OW], K = CONV_WINDOW(L);
-    const int nw = L[L_NCONN] * K * K, P = OH * OW;
-    __global const int* conn_in = pool + L[L_CONN_IN];
-    __global const int* conn_out = pool + L[L_CONN_OUT];
-    FOR_GROUP(e, (nw + OC) * R) {
-        const int q = e / R, r = e % R;
-        float v = 0.0f;
-        if (q < nw) {
-            const int j = q / (K * K), t = q % (K * K);
-            ARENA const float* dj = d + conn_out[j] * P;
-            ARENA const float* xj = x + conn_in[j] * IH * IW + t / K * IW + t % K;  // tap (ky, kx)
-            for (int oy = r; oy < OH; oy += R) {
-#define WEIGHT_TERM(ox) (dj[oy * OW + (ox)] * xj[oy * IW + (ox)])
-                SUM_STRIDED(v, 0, 1, OW, WEIGHT_TERM);
-#undef WEIGHT_TERM
+// Stage 1 for a KxK subsampling. in [count][C][IH][IW], delta [count][C][OH][OW] -> partial: chunk
+// ch's sum for coef[c] at ch*n + w_at + c, for bias[c] at ch*n + b_at + c.
+// NDRange (C * chunks * REDUCE), work-group REDUCE: group (c, ch) = (g % C, g / C); its items are
+// (tap, lane) with tap 0 the coefficient and tap 1 the bias. scratch and tile as for
+// conv_weight_partials.
+__kernel __attribute__((reqd_work_group_size(REDUCE, 1, 1))) void subsample_weight_partials(
+    __global const float* in, __global const float* delta, __global float* partial, int n, int w_at, int b_at,
+    int C, int IH, int IW, int OH, int OW, int K, int count, int chunk, SCRATCH float* scratch LOCAL_TILE_ARG) {
+    const int taps = 2, lanes = REDUCE / taps;
+    const int g = (int)get_group_id(0), lid = (int)get_local_id(0), t = lid % taps, lane = lid / taps;
+    const int c = g % C, ch = g / C, P = OH * OW;
+    float v = 0.0f;
+    for (int s = ch * chunk; s < min(count, (ch + 1) * chunk); ++s) {
+#ifdef MEM_LOCAL
+        __local float* d = tile;
+        __local float* x = tile + P;
+        barrier(CLK_LOCAL_MEM_FENCE);  // the previous sample's maps are no longer read
+        copy_to_local(d, delta + ((size_t)s * C + c) * P, P);
+        copy_to_local(x, in + ((size_t)s * C + c) * IH * IW, IH * IW);
+        barrier(CLK_LOCAL_MEM_FENCE);
+#else
+        __global const float* d = delta + ((size_t)s * C + c) * P;
+        __global const float* x = in + ((size_t)s * C + c) * IH * IW;
+#endif
+        if (t == 0) {
+            for (int p = lane; p < P; p += lanes) {
+                const int y = p / OW, xo = p - y * OW;
+                float sum = 0.0f;  // the KxK window under output (y, xo)
+                for (int ky = 0; ky < K; ++ky)
+                    for (int kx = 0; kx < K; ++kx) sum += x[(y * K + ky) * IW + xo * K + kx];
+                v += d[p] * sum;
             }
         } else {
-            ARENA const float* dq = d + (q - nw) * P;
-            for (int oy = r; oy < OH; oy += R) {
-#define BIAS_TERM(ox) dq[oy * OW + (ox)]
-                SUM_STRIDED(v, 0, 1, OW, BIAS_TERM);
+            SUM_STRIDED(v, lane, lanes, P, BIAS_TERM);
+        }
+    }
+    v = tap_sum(GROUP_SCRATCH(scratch), v, taps, lanes);
+    if (lid < taps) partial[(size_t)ch * n + (t == 0 ? w_at : b_at) + c] = v;
+}
+#undef WEIGHT_TERM
 #undef BIAS_TERM
-            }
-        }
-        parts[e] = v;
-    }
-}
 
-// A KxK subsampling's gradients: coef[c] = sum_p d[c][p] * (the KxK window of x under p),
-// bias[c] = sum_p d[c][p]. x [C][IH][IW], d [C][OH][OW] -> parts [2C][R] (coef [C], then bias [C]),
-// as for conv_weight_parts.
-inline void subsample_weight_parts(__global const int* L, ARENA const float* x, ARENA const float* d,
-                                   ARENA float* parts, int R) {
-    const int IH = L[L_IH], IW = L[L_IW], C = L[L_OC], OH = L[L_OH], OW = L[L_OW], K = POOL_WINDOW(L), P = OH * OW;
-    FOR_GROUP(e, 2 * C * R) {
-        const int q = e / R, r = e % R, c = q % C;
-        ARENA const float* dc = d + c * P;
-        float v = 0.0f;
-        for (int oy = r; oy < OH; oy += R)
-            for (int ox = 0; ox < OW; ++ox) {
-                float sum = 1.0f;  // bias: d alone
-                if (q < C) {
-                    ARENA const float* window = x + (c * IH + oy * K) * IW + ox * K;
-                    sum = 0.0f;
-                    for (int ky = 0; ky < K; ++ky)
-                        for (int kx = 0; kx < K; ++kx) sum += window[ky * IW + kx];
-                }
-                v += dc[oy * OW + ox] * sum;
-            }
-        parts[e] = v;
-    }
-}
-
-// The second step: parameter q's gradient = sum_r parts[q][r], in order. The first nw parameters
-// are the layer's weights, the next nb its biases.
-inline void row_parts_sum(__global const int* L, ARENA const float* parts, int R, int nw, int nb, __global float* g) {
-    FOR_GROUP(q, nw + nb) {
-        float v = 0.0f;
-        for (int r = 0; r < R; ++r) v += parts[q * R + r];
-        g[q < nw ? L[L_W_AT] + q : L[L_B_AT] + q - nw] = v;
-    }
-}
-
-// The previous layer's delta through a convolution, in place over x:
-// x[i][iy][ix] = act'(x[i][iy][ix]) * sum over the connections j reading map i and the (ky, kx)
-// with (iy-ky, ix-kx) inside the output of d[conn_out[j]][iy-ky][ix-kx] * W[j][ky][kx].
-inline void conv_input_delta(__global const int* L, __global const int* pool, PARAMS_ARG, ARENA float* x,
-                             ARENA const float* d) {
-    const int IC = L[L_IC], IH = L[L_IH], IW = L[L_IW], OH = L[L_OH], OW = L[L_OW], K = CONV_WINDOW(L);
-    __global const int* in_begin = pool + L[L_IN_BEGIN];
-    __global const int* in_conn = pool + L[L_IN_CONN];
-    __global const int* conn_out = pool + L[L_CONN_OUT];
-    const int w_at = L[L_W_AT];
-    FOR_GROUP(e, IC * IH * IW) {
-        const int i = e / (IH * IW), iy = e / IW % IH, ix = e % IW;
-        float sum = 0.0f;
-        for (int c = in_begin[i]; c < in_begin[i + 1]; ++c) {
-            const int j = in_conn[c];
-            const int at = (conn_out[j] * OH + iy) * OW + ix;  // d[o][iy][ix]; the term is at - ky*OW - kx
-            for (int ky = 0; ky < K; ++ky) {
-                if (iy - ky < 0 || iy - ky >= OH) continue;
-                for (int kx = 0; kx < K; ++kx)
-                    if (ix - kx >= 0 && ix - kx < OW) sum += d[at - ky * OW - kx] * PARAM(w_at + (j * K + ky) * K + kx);
-            }
-        }
-        x[e] = activation_grad(L[L_PREV_ACT], x[e]) * sum;
-    }
-}
-
-// The previous layer's delta through a KxK subsampling, in place over x:
-// x[c][iy][ix] = act'(x[c][iy][ix]) * coef[c] * d[c][iy/K][ix/K].
-inline void subsample_input_delta(__global const int* L, PARAMS_ARG, ARENA float* x, ARENA const float* d) {
-    const int IH = L[L_IH], IW = L[L_IW], C = L[L_OC], OH = L[L_OH], OW = L[L_OW], K = POOL_WINDOW(L);
-    FOR_GROUP(e, C * IH * IW) {
-        const int c = e / (IH * IW), iy = e / IW % IH, ix = e % IW;
-        x[e] = activation_grad(L[L_PREV_ACT], x[e]) * PARAM(L[L_W_AT] + c) * d[(c * OH + iy / K) * OW + ix / K];
-    }
-}
-
-// A fully connected layer's gradients: W[o][i] = d[o] * x[i], bias[o] = d[o].
-// x [I], d [O] -> g: W [O][I], bias [O].
-inline void fc_weight_grads(__global const int* L, ARENA const float* x, ARENA const float* d, __global float* g) {
-    const int I = L[L_IC] * L[L_IH] * L[L_IW], O = L[L_OC] * L[L_OH] * L[L_OW];
-    __global float* gW = g + L[L_W_AT];
-    FOR_GROUP(e, O * I) gW[e] = d[e / I] * x[e % I];
-    FOR_GROUP(o, O) g[L[L_B_AT] + o] = d[o];
-}
-
-// The previous layer's delta through a fully connected layer, in place over x:
-// x[i] = act'(x[i]) * sum_o W[o][i] d[o].
-inline void fc_input_delta(__global const int* L, PARAMS_ARG, ARENA float* x, ARENA const float* d) {
-    const int I = L[L_IC] * L[L_IH] * L[L_IW], O = L[L_OC] * L[L_OH] * L[L_OW], w_at = L[L_W_AT];
-    FOR_GROUP(i, I) {
-        float sum = 0.0f;
-#define INPUT_TERM(o) (PARAM(w_at + (o) * I + i) * d[o])
-        SUM_STRIDED(sum, 0, 1, O, INPUT_TERM);
-#undef INPUT_TERM
-        x[i] = activation_grad(L[L_PREV_ACT], x[i]) * sum;
-    }
-}
-
-// The whole backward pass of a batch, from the arenas of its forward pass.
-// acts [count][A], out_delta [count][classes] (forward_samples), table and pool (common.h)
-// -> sample_grads [count][n]: sample s's gradients in the device layout (the padding is never
-// written: the host zeroes it once). The arena's partial sums (parts_at, parts_size floats) take
-// the row sets of the weight gradients.
-// NDRange (count * SAMPLE_GROUP), work-group SAMPLE_GROUP: group s runs sample s. It copies its arena to `local_arena`
-// ([A] floats, gpu-local) or to arenas + s*A (otherwise), so that acts keeps the layer outputs.
-PER_SAMPLE void backward_samples(PARAMS_ARG, __global const int* table, __global const int* pool, int layers, int A,
-                               int parts_at, int parts_size,
-                               __global const float* acts, __global const float* out_delta, int n,
-                               __global float* sample_grads,
-#ifdef MEM_LOCAL
-                               __local float* local_arena
-#else
-                               __global float* arenas
-#endif
-) {
-    const int s = (int)get_group_id(0);
-#ifdef MEM_LOCAL
-    __local float* arena = local_arena;
-#else
-    __global float* arena = arenas + (size_t)s * A;
-#endif
-    __global const int* last = table + (layers - 1) * LAYER_FIELDS;
-    const int classes = last[L_OC] * last[L_OH] * last[L_OW];
-    // The logits' place takes the output delta.
-    FOR_GROUP(e, A) {
-        const int c = e - last[L_OUT_AT];
-        arena[e] = c >= 0 && c < classes ? out_delta[(size_t)s * classes + c] : acts[(size_t)s * A + e];
-    }
-    __global float* g = sample_grads + (size_t)s * n;
-    ARENA float* parts = arena + parts_at;
-    for (int k = layers - 1; k >= 0; --k) {
-        __global const int* L = table + k * LAYER_FIELDS;
-        ARENA float* x = arena + L[L_IN_AT];
-        ARENA const float* d = arena + L[L_OUT_AT];
-        const int kind = L[L_KIND], OC = L[L_OC];
-        const int nw = kind == KIND_CONV ? L[L_NCONN] * CONV_WINDOW(L) * CONV_WINDOW(L) : OC;  // conv, subsampling: weights
-        const int R = row_sets(nw + OC, L[L_OH], parts_size);
-        barrier(ARENA_FENCE);  // d is complete
-        switch (kind) {
-            case KIND_CONV: conv_weight_parts(L, pool, x, d, parts, R); break;
-            case KIND_SUBSAMPLE: subsample_weight_parts(L, x, d, parts, R); break;
-            default: fc_weight_grads(L, x, d, g); break;
-        }
-        // The row sets are complete, and x is no longer read as an activation.
-        barrier(ARENA_FENCE);
-        if (kind != KIND_FC) row_parts_sum(L, parts, R, nw, OC, g);
-        if (k > 0) {  // the network's input needs no delta
-            switch (kind) {
-                case KIND_CONV: conv_input_delta(L, pool, PARAMS, x, d); break;
-                case KIND_SUBSAMPLE: subsample_input_delta(L, PARAMS, x, d); break;
-                default: fc_input_delta(L, PARAMS, x, d); break;
-            }
-        }
-    }
-}
-
-// The batch's gradients: grads[q] = sum over the samples s (in order) of sample_grads[s][q].
-// sample_grads [count][n] -> grads [n]. NDRange (round_up(n, WG)): one item per parameter.
-// Eight samples' values are loaded before they are added (in order): the loads overlap.
-__kernel void sum_samples(__global const float* sample_grads, int n, int count, __global float* grads) {
+// Stage 2: grads[begin + q] = sum over the chunks c (in order) of partial[c*n + q].
+// NDRange (round_up(n, WG)): one item per parameter of the run (n: its span in the device layout).
+__kernel void sum_partials(__global const float* partial, int n, int count, int chunk, __global float* grads,
+                           int begin) {
     const int q = (int)get_global_id(0);
     if (q >= n) return;
-    __global const float* g = sample_grads + q;
     float sum = 0.0f;
-    int s = 0;
-    for (; s + 8 <= count; s += 8) {
-        float v[8];
-        for (int t = 0; t < 8; ++t) v[t] = g[(size_t)(s + t) * n];
-        for (int t = 0; t < 8; ++t) sum += v[t];
-    }
-    for (; s < count; ++s) sum += g[(size_t)s * n];
-    grads[q] = sum;
+#define CHUNK_TERM(c) partial[(size_t)(c) * n + q]
+    SUM_STRIDED(sum, 0, 1, (count + chunk - 1) / chunk, CHUNK_TERM);
+#undef CHUNK_TERM
+    grads[begin + q] = sum;
 }
+
+#ifndef MEM_LOCAL
+// Weight and bias gradients of a fully connected layer, each summed over the batch in sample order.
+// in [count][I], delta [count][O] -> gW [O][I], gb [O].
+// NDRange (round_up(O*I + O, WG)): item g < O*I owns gW[g / I][g % I], each later item one bias.
+__kernel void fc_backward_weights(__global const float* in,
+                                  __global const float* delta, __global float* gW, __global float* gb,
+                                  int I, int O, int count) {
+    const int g = (int)get_global_id(0);
+    if (g >= O * I + O) return;
+    float v = 0.0f;
+    if (g < O * I) {
+        const int o = g / I, i = g - o * I;
+#define GRAD_TERM(s) (delta[(size_t)(s) * O + o] * in[(size_t)(s) * I + i])
+        SUM_STRIDED(v, 0, 1, count, GRAD_TERM);
+        gW[g] = v;
+    } else {
+        const int o = g - O * I;
+#define BIAS_GRAD_TERM(s) delta[(size_t)(s) * O + o]
+        SUM_STRIDED(v, 0, 1, count, BIAS_GRAD_TERM);
+        gb[o] = v;
+    }
+#undef GRAD_TERM
+#undef BIAS_GRAD_TERM
+}
+#else
+// Weight and bias gradients of a fully connected layer as a tiled matrix product over the batch:
+// gW[o][i] = sum_s delta[s][o] in[s][i], gb[o] = sum_s delta[s][o].
+// in [count][I], delta [count][O] -> gW [O][I], gb [O].
+// NDRange (round_up(I, TILE), round_up(O, TILE)), work-group (TILE, TILE): item (i, o) of a block;
+// DEPTH samples at a time of delta and of the inputs go through __local. Items of column i = 0
+// also sum the bias.
+__kernel void fc_backward_weights(__global const float* in,
+                                  __global const float* delta, __global float* gW, __global float* gb,
+                                  int I, int O, int count) {
+    __local float dt[DEPTH][TILE];  // [sample][o]
+    __local float xt[DEPTH][TILE];  // [sample][i]
+    const int li = (int)get_local_id(0), lo = (int)get_local_id(1);
+    const int i0 = (int)get_group_id(0) * TILE, o0 = (int)get_group_id(1) * TILE;
+    const int i = i0 + li, o = o0 + lo;
+    float v = 0.0f, vb = 0.0f;
+    for (int s0 = 0; s0 < count; s0 += DEPTH) {
+        // Item (li, lo) loads samples s0+lo, s0+lo+TILE, ... of both, at column o0+li and i: coalesced.
+        for (int t = lo; t < DEPTH; t += TILE) {
+            const int s = s0 + t;
+            dt[t][li] = s < count && o0 + li < O ? delta[(size_t)s * O + o0 + li] : 0.0f;
+            xt[t][li] = s < count && i < I ? in[(size_t)s * I + i] : 0.0f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int t = 0; t < DEPTH; ++t) {
+            v += dt[t][lo] * xt[t][li];
+            vb += dt[t][lo];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (o < O && i < I) gW[(size_t)o * I + i] = v;
+    if (o < O && i == 0) gb[o] = vb;
+}
+#endif
+
+// The previous layer's delta through a convolution:
+// d_prev[s][i][y][x] = act'(prev_out[s][i][y][x]) * sum over the connections j reading map i and
+// the (ky, kx) with (y-ky, x-kx) inside the output of delta[s][conn_out[j]][y-ky][x-kx] * W[j][ky][kx].
+// delta [count][OC][OH][OW], W [nconn][K][K], prev_out [count][IC][IH][IW] -> d_prev (same shape).
+// in_begin [IC+1], in_conn [nconn]: the connections reading input map i are
+// in_conn[in_begin[i] .. in_begin[i+1]) (the inverse of network.h's lists, built by the host).
+// NDRange (round_up(IC*IH*IW, WG), count), work-group (WG, 1): one item per input element.
+// gpu-local: the group first stages its sample's delta and the weights in `tile`
+// (OC*OH*OW + nconn*K*K floats).
+__kernel void conv_backward_input(__global const float* delta, WEIGHTS const float* W,
+                                  __global const float* prev_out, int prev_act, __global float* d_prev,
+                                  __global const int* in_begin, __global const int* in_conn,
+                                  __global const int* conn_out, int IC, int IH, int IW, int OC, int OH, int OW,
+                                  int k_arg, int nconn LOCAL_TILE_ARG) {
+    const int e = (int)get_global_id(0), s = (int)get_global_id(1);
+    const int K = CONV_WINDOW(k_arg), out_size = OC * OH * OW;
+#ifdef MEM_LOCAL
+    __local float* dl = tile;
+    __local float* w = dl + out_size;
+    copy_to_local(dl, delta + (size_t)s * out_size, out_size);
+    copy_to_local(w, W, nconn * K * K);
+    barrier(CLK_LOCAL_MEM_FENCE);
+#else
+    __global const float* dl = delta + (size_t)s * out_size;
+    WEIGHTS const float* w = W;
+#endif
+    const int in_size = IC * IH * IW;
+    if (e >= in_size) return;
+    const int i = e / (IH * IW), y = e / IW % IH, x = e % IW;
+    float sum = 0.0f;
+    for (int c = in_begin[i]; c < in_begin[i + 1]; ++c) {
+        const int j = in_conn[c];
+        const int at = (conn_out[j] * OH + y) * OW + x;  // delta[o][y][x]; the term is at - ky*OW - kx
+        for (int ky = 0; ky < K; ++ky) {
+            if (y - ky < 0 || y - ky >= OH) continue;
+            for (int kx = 0; kx < K; ++kx)
+                if (x - kx >= 0 && x - kx < OW) sum += dl[at - ky * OW - kx] * w[(j * K + ky) * K + kx];
+        }
+    }
+    const size_t at = (size_t)s * in_size + e;
+    d_prev[at] = activation_grad(prev_act, prev_out[at]) * sum;
+}
+
+// The previous layer's delta through a KxK subsampling:
+// d_prev[s][c][y][x] = act'(prev_out[s][c][y][x]) * coef[c] * delta[s][c][y/K][x/K].
+// delta [count][C][OH][OW], coef [C], prev_out [count][C][IH][IW] -> d_prev (same shape).
+// NDRange (round_up(C*IH*IW, WG), count): one item per input element.
+__kernel void subsample_backward_input(__global const float* delta, WEIGHTS const float* coef,
+                                       __global const float* prev_out, int prev_act, __global float* d_prev,
+                                       int C, int IH, int IW, int OH, int OW, int K) {
+    const int e = (int)get_global_id(0), s = (int)get_global_id(1);
+    if (e >= C * IH * IW) return;
+    const int c = e / (IH * IW), y = e / IW % IH, x = e % IW;
+    const size_t at = (size_t)s * C * IH * IW + e;
+    const float d = delta[(((size_t)s * C + c) * OH + y / K) * OW + x / K];
+    d_prev[at] = activation_grad(prev_act, prev_out[at]) * coef[c] * d;
+}
+
+#ifndef MEM_LOCAL
+// The previous layer's delta through a fully connected layer:
+// d_prev[s][i] = act'(prev_out[s][i]) * sum_o W[o][i] delta[s][o].
+// delta [count][O], W [O][I], prev_out [count][I] -> d_prev [count][I].
+// NDRange (round_up(count, n), I): one item per element, samples along dimension 0 so that the
+// items of a group read the same weight at the same time.
+__kernel void fc_backward_input(__global const float* delta, WEIGHTS const float* W,
+                                __global const float* prev_out, int prev_act, __global float* d_prev,
+                                int I, int O, int count) {
+    const int s = (int)get_global_id(0), i = (int)get_global_id(1);
+    if (s >= count) return;
+    float sum = 0.0f;
+#define INPUT_GRAD_TERM(o) (W[(size_t)(o) * I + i] * delta[(size_t)s * O + (o)])
+    SUM_STRIDED(sum, 0, 1, O, INPUT_GRAD_TERM);
+#undef INPUT_GRAD_TERM
+    const size_t at = (size_t)s * I + i;
+    d_prev[at] = activation_grad(prev_act, prev_out[at]) * sum;
+}
+#else
+// The previous layer's delta through a fully connected layer, as a tiled matrix product:
+// d_prev[s][i] = act'(prev_out[s][i]) * sum_o delta[s][o] W[o][i].
+// delta [count][O], W [O][I], prev_out [count][I] -> d_prev [count][I].
+// NDRange (round_up(I, TILE), round_up(count, TILE)), work-group (TILE, TILE): item (i, s) of a
+// block; DEPTH-wide slices of delta and of the weights go through __local.
+__kernel void fc_backward_input(__global const float* delta, __global const float* W,
+                                __global const float* prev_out, int prev_act, __global float* d_prev,
+                                int I, int O, int count) {
+    __local float dt[TILE][DEPTH];  // [sample][o]
+    __local float wt[DEPTH][TILE];  // [o][i]
+    const int li = (int)get_local_id(0), ls = (int)get_local_id(1);
+    const int i0 = (int)get_group_id(0) * TILE, s0 = (int)get_group_id(1) * TILE;
+    const int i = i0 + li, s = s0 + ls;
+    float sum = 0.0f;
+    for (int o0 = 0; o0 < O; o0 += DEPTH) {
+        // Item (li, ls) loads delta row s at columns o0+li, o0+li+TILE, ... and weight rows
+        // o0+ls, o0+ls+TILE, ... at column i: coalesced.
+        for (int t = li; t < DEPTH; t += TILE)
+            dt[ls][t] = s < count && o0 + t < O ? delta[(size_t)s * O + o0 + t] : 0.0f;
+        for (int t = ls; t < DEPTH; t += TILE)
+            wt[t][li] = o0 + t < O && i < I ? W[(size_t)(o0 + t) * I + i] : 0.0f;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int t = 0; t < DEPTH; ++t) sum += dt[ls][t] * wt[t][li];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (s < count && i < I) {
+        const size_t at = (size_t)s * I + i;
+        d_prev[at] = activation_grad(prev_act, prev_out[at]) * sum;
+    }
+}
+#endif

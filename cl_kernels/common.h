@@ -1,19 +1,16 @@
 // Shared by every kernel file; cmake/embed_kernels.cmake puts it first in the
 // embedded source. The host (host/opencl_engine.cpp) picks the variant with:
-//   -DCONV_K=k, -DPOOL_K=k  every convolution (other than fully connected ones) has k x k windows,
-//                     every subsampling k x k: the loops over a window unroll at compile time;
-//                     without them the window comes from the layer table
-//   -DMEM_CONSTANT  parameters are read through __constant memory, as far as they fit (gpu-constant)
-//   -DMEM_LOCAL     a sample's activations and deltas are held in __local memory (gpu-local)
+//   -DREDUCE=r      work-group size of the weight-gradient reductions
+//   -DTILE=t        tile edge of the matrix kernels of gpu-local (TILE*TILE <= the device's limit)
+//   -DCONV_K=k      every convolution (as run by the conv kernels) has k x k windows: their loops
+//                   over the window unroll at compile time; without it K comes from the argument
+//   -DMEM_CONSTANT  weights are read through __constant memory (gpu-constant)
+//   -DMEM_LOCAL     input tiles and weights are staged in __local memory (gpu-local)
 // Neither MEM_ option: every kernel reads and writes __global memory only (gpu).
 //
-// A training step is four launches (forward.cl, backward.cl, update.cl): one work-group per
-// sample runs the whole forward pass, another the whole backward pass, writing the sample's
-// weight gradients; one launch sums them over the batch, one applies the update. The three
-// variants run the same code; the options only move the per-sample arena and the weights.
-//
+// WG in the NDRange comments is the host's work-group size for element-wise kernels.
 // Tensors are [samples][channels][height][width], row-major. "delta" is dLoss/d(pre-activation)
-// of a layer's output; the code that produces it applies the activation's derivative.
+// of a layer's output; the kernel that produces it applies the activation's derivative.
 // Every work-item owns the addresses it writes: no atomics, and sums run in a fixed order,
 // so a run is deterministic on a given device.
 
@@ -21,73 +18,38 @@
 #error "MEM_CONSTANT and MEM_LOCAL are exclusive"
 #endif
 
-// The arena: one sample's network input and every layer's output (forward), then its deltas
-// (backward), at the offsets of the layer table. gpu-local: __local (an argument sized by the
-// host); otherwise a __global slice [A] per sample.
-#ifdef MEM_LOCAL
-#define ARENA __local
-#define ARENA_FENCE CLK_LOCAL_MEM_FENCE
-#else
-#define ARENA __global
-#define ARENA_FENCE CLK_GLOBAL_MEM_FENCE
-#endif
-
-// The parameters (the flat device layout of host/opencl_layout.h). gpu-constant: the first
-// const_n floats (whole layers, as many as CL_DEVICE_MAX_CONSTANT_BUFFER_SIZE allows) through
-// __constant, the rest through __global. The branch is uniform over a layer.
+// The address space of weight and bias arguments.
 #ifdef MEM_CONSTANT
-#define PARAMS_ARG __global const float *params, __constant const float *cparams, int const_n
-#define PARAMS params, cparams, const_n
-#define PARAM(i) ((i) < const_n ? cparams[i] : params[i])
+#define WEIGHTS __constant
 #else
-#define PARAMS_ARG __global const float* params
-#define PARAMS params
-#define PARAM(i) params[i]
+#define WEIGHTS __global
 #endif
 
-// The layer table: LAYER_FIELDS ints per layer, filled by the host (opencl_engine.cpp's
-// LayerField, in this order). Offsets into the parameters are in floats of the device layout;
-// CONN_* and IN_* are offsets into the int pool of the connection lists.
-#define LAYER_FIELDS 20
-#define L_KIND 0       // KIND_*
-#define L_ACT 1        // ACT_* of this layer's output
-#define L_PREV_ACT 2   // ACT_* of its input (the previous layer's output; none for the network input)
-#define L_IC 3
-#define L_IH 4
-#define L_IW 5
-#define L_OC 6
-#define L_OH 7
-#define L_OW 8
-#define L_K 9          // conv: KxK window; subsample: KxK pooling window
-#define L_W_AT 10      // weights in the parameters
-#define L_B_AT 11      // biases in the parameters
-#define L_IN_AT 12     // its input in the arena
-#define L_OUT_AT 13    // its output in the arena
-#define L_CONN_BEGIN 14  // conv: network.h's conn_begin [OC+1]
-#define L_CONN_IN 15     // conv: conn_in [nconn]
-#define L_CONN_OUT 16    // conv: conn_out [nconn]
-#define L_IN_BEGIN 17    // conv: the connections reading input map i: IN_CONN[IN_BEGIN[i] .. IN_BEGIN[i+1])
-#define L_IN_CONN 18     // conv: [nconn]
-#define L_NCONN 19
+// Where the work-group reductions keep their partial sums: __local for gpu-local, else a
+// __global buffer with one slice per work-group (synchronised by global-memory barriers).
+#ifdef MEM_LOCAL
+#define SCRATCH __local
+#define SCRATCH_FENCE CLK_LOCAL_MEM_FENCE
+#define GROUP_SCRATCH(scratch) (scratch)
+#else
+#define SCRATCH __global
+#define SCRATCH_FENCE CLK_GLOBAL_MEM_FENCE
+#define GROUP_SCRATCH(scratch) ((scratch) + get_group_id(0) * REDUCE)
+#endif
 
-// A layer's window edge (L_K): CONV_K or POOL_K where the host fixed it.
+// The window edge inside the conv kernels: CONV_K when the host fixed it, else their argument.
 #ifdef CONV_K
-#define CONV_WINDOW(L) CONV_K
+#define CONV_WINDOW(k_arg) CONV_K
 #else
-#define CONV_WINDOW(L) (L)[L_K]
-#endif
-#ifdef POOL_K
-#define POOL_WINDOW(L) POOL_K
-#else
-#define POOL_WINDOW(L) (L)[L_K]
+#define CONV_WINDOW(k_arg) (k_arg)
 #endif
 
-#define KIND_CONV 0
-#define KIND_SUBSAMPLE 1
-#define KIND_FC 2  // fully connected, or a conv whose window covers all of every input map
+// gpu-local's matrix kernels sum DEPTH terms per round of __local tiles: each item loads
+// DEPTH/TILE values per round, so the loads overlap instead of waiting one by one.
+#define DEPTH (4 * TILE)
 
 // v += TERM(k) for k = start, start + step, ... < end, four terms per round into separate sums
-// (added in a fixed order at the end): the loops are latency-bound, and this keeps four loads
+// (added in a fixed order at the end): the kernels are latency-bound, and this keeps four loads
 // in flight where a plain loop waits for each in turn.
 #define SUM_STRIDED(v, start, step, end, TERM)                 \
     do {                                                       \
@@ -111,8 +73,29 @@ inline float activate(int act, float x) { return act == ACT_TANH ? tanh(x) : x; 
 // The activation's derivative, from its output y.
 inline float activation_grad(int act, float y) { return act == ACT_TANH ? 1.0f - y * y : 1.0f; }
 
-// The per-sample kernels run exactly SAMPLE_GROUP items per work-group.
-#define PER_SAMPLE __kernel __attribute__((reqd_work_group_size(SAMPLE_GROUP, 1, 1)))
+// The weight-gradient reductions give each item a tap (a parameter) and a lane: item
+// lid = lane * taps + tap. tap_sum adds v over the lanes of each tap, as a fixed tree; the result
+// is valid in items lid < taps. Every item of the group must call it (scratch: REDUCE floats).
+inline float tap_sum(SCRATCH float* scratch, float v, int taps, int lanes) {
+    const int lid = (int)get_local_id(0), lane = lid / taps;
+    scratch[lid] = v;
+    int width = 1;
+    while (width < lanes) width <<= 1;
+    for (int stride = width / 2; stride > 0; stride >>= 1) {
+        barrier(SCRATCH_FENCE);
+        if (lane < stride && lane + stride < lanes) scratch[lid] += scratch[lid + stride * taps];
+    }
+    return scratch[lid];
+}
 
-// The items of the work-group share a loop over e = 0 .. n-1.
-#define FOR_GROUP(e, n) for (int e = (int)get_local_id(0); e < (n); e += (int)get_local_size(0))
+#ifdef MEM_LOCAL
+// The extra kernel argument of the kernels that stage data in __local memory (sized by the host).
+#define LOCAL_TILE_ARG , __local float* tile
+
+// Copies n floats into __local memory, spread over the items of dimension 0 of the group.
+inline void copy_to_local(__local float* dst, __global const float* src, int n) {
+    for (int i = (int)get_local_id(0); i < n; i += (int)get_local_size(0)) dst[i] = src[i];
+}
+#else
+#define LOCAL_TILE_ARG
+#endif

@@ -5,7 +5,6 @@
 #include <limits>
 #include <numeric>
 #include <set>
-#include <array>
 
 #include "opencl_backend.h"
 #include "opencl_kernels.h"
@@ -31,6 +30,11 @@ bool conv_is_fc(const LayerSpec& l) {
            l.connections() == l.in.c * l.out.c;
 }
 
+cl::Buffer sub_buffer(cl::Buffer& parent, const DeviceLayout::Block& block) {
+    cl_buffer_region region{block.device * sizeof(float), block.count * sizeof(float)};
+    return parent.createSubBuffer(CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &region);
+}
+
 cl::Buffer int_buffer(const cl::Context& context, const std::vector<int32_t>& values) {
     return cl::Buffer(context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, values.size() * sizeof(int32_t),
                       const_cast<int32_t*>(values.data()));
@@ -52,24 +56,27 @@ OpenCLEngine::OpenCLEngine(Network net, MemoryVariant memory, const OpenCLDevice
         const cl::Device& dev = device_.device;
         context_ = cl::Context(dev);
         queue_ = cl::CommandQueue(context_, dev, CL_QUEUE_PROFILING_ENABLE);
+        // Work-group sizes from the device's limits: WG items for the element-wise kernels, REDUCE
+        // (up to 1024) for the weight-gradient reductions, TILE x TILE for gpu-local's matrix
+        // kernels, and up to 64 samples for the kernels that lay samples along dimension 0.
         const size_t max_group = dev.getInfo<CL_DEVICE_MAX_WORK_GROUP_SIZE>();
         const auto item_sizes = dev.getInfo<CL_DEVICE_MAX_WORK_ITEM_SIZES>();
         wg_ = floor_pow2(std::min({size_t{256}, max_group, item_sizes[0]}));
-        // A per-sample work-group shares each layer's outputs among its items: a GPU runs one
-        // group per sample on a compute unit and wants as many items there as it can run (the
-        // kernels are latency-bound); a CPU runs a group's items one after another on a core.
-        sample_group_ = floor_pow2(std::min({device_.is_gpu ? size_t{1024} : size_t{64}, max_group, item_sizes[0]}));
+        reduce_ = floor_pow2(std::min({size_t{1024}, max_group, item_sizes[0]}));
+        tile_ = 16;
+        while (tile_ > 1 && (tile_ * tile_ > max_group || tile_ > item_sizes[0] || tile_ > item_sizes[1])) tile_ /= 2;
+        sample_group_ = std::min<size_t>(wg_, 64);
+        // One sample per chunk gives a GPU the most work-groups (measured best on an H200); a CPU's
+        // few cores want fewer, larger ones.
+        chunk_ = device_.is_gpu ? 1 : 16;
         local_mem_ = dev.getInfo<CL_DEVICE_LOCAL_MEM_SIZE>();
-        compile_program();
+        layers_.assign(net_.layers.size(), Layer{});
+        build_programs();
 
         const size_t bytes = layout_.size() * sizeof(float);
         params_ = cl::Buffer(context_, CL_MEM_READ_WRITE, bytes);
         grads_ = cl::Buffer(context_, CL_MEM_READ_WRITE, bytes);
         velocity_ = cl::Buffer(context_, CL_MEM_READ_WRITE, bytes);
-        if (memory_ == MemoryVariant::Constant) {
-            const cl_buffer_region region{0, std::max<size_t>(const_floats_, 1) * sizeof(float)};
-            const_params_ = params_.createSubBuffer(CL_MEM_READ_ONLY, CL_BUFFER_CREATE_TYPE_REGION, &region);
-        }
         // The host's byte -> input conversion (preprocess.h) of all 256 byte values: the device
         // converts by lookup, so both sides use the same floats.
         std::vector<uint8_t> all(256);
@@ -77,9 +84,7 @@ OpenCLEngine::OpenCLEngine(Network net, MemoryVariant memory, const OpenCLDevice
         std::vector<float> values(256);
         image_to_input(all.data(), 1, 256, Shape{1, 1, 256}, values.data());
         byte_values_ = cl::Buffer(context_, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, 256 * sizeof(float), values.data());
-        plan_table();
-        const size_t n = layout_.size();
-        update_ = {kernel("sgd_momentum", params_, velocity_, grads_, to_int(n), 0.0f, 0.0f, 0.0f), round_up(n, wg_), wg_};
+        plan_layers();
         set_params(std::vector<float>(net_.param_count, 0.0f));
     });
 }
@@ -93,86 +98,60 @@ std::string OpenCLEngine::variant() const {
     return "gpu";
 }
 
-void OpenCLEngine::compile_program() {
+void OpenCLEngine::build_programs() {
     const cl::Device& dev = device_.device;
+    const std::string source = opencl_kernel_source();
+    // When every convolution the conv kernels run has the same window, it is fixed at compile time.
+    std::set<int> windows;
+    for (const auto& l : net_.layers)
+        if (l.kind == LayerKind::Conv && !conv_is_fc(l)) windows.insert(l.kernel);
+    const std::string fixed = windows.size() == 1 ? " -DCONV_K=" + std::to_string(*windows.begin()) : "";
+    auto build = [&](const char* memory) {
+        return build_program(context_, dev, source,
+                             "-cl-std=CL1.2 -DREDUCE=" + std::to_string(reduce_) + " -DTILE=" + std::to_string(tile_) +
+                                 fixed + memory);
+    };
     const char* memory = memory_ == MemoryVariant::Constant ? " -DMEM_CONSTANT"
                          : memory_ == MemoryVariant::Local  ? " -DMEM_LOCAL"
                                                             : "";
-    // Window edges shared by every convolution (those not run as fully connected) or every
-    // subsampling are fixed at compile time.
-    std::set<int> conv_windows, pool_windows;
-    for (const auto& l : net_.layers) {
-        if (l.kind == LayerKind::Conv && !conv_is_fc(l)) conv_windows.insert(l.kernel);
-        if (l.kind == LayerKind::Subsample) pool_windows.insert(l.kernel);
-    }
-    std::string windows;
-    if (conv_windows.size() == 1) windows += " -DCONV_K=" + std::to_string(*conv_windows.begin());
-    if (pool_windows.size() == 1) windows += " -DPOOL_K=" + std::to_string(*pool_windows.begin());
-    // NVIDIA's compiler sizes registers for 256 items per group unless told the budget; its
-    // extensions say how many registers a group has and take the limit per item.
-    const std::string extensions = dev.getInfo<CL_DEVICE_EXTENSIONS>();
-    cl_uint registers = 0;
-    if (extensions.find("cl_nv_compiler_options") != std::string::npos &&
-        extensions.find("cl_nv_device_attribute_query") != std::string::npos)
-        registers = dev.getInfo<CL_DEVICE_REGISTERS_PER_BLOCK_NV>();
-    auto build = [&] {
-        std::string options = "-cl-std=CL1.2 -DSAMPLE_GROUP=" + std::to_string(sample_group_) + windows + memory;
-        if (registers) options += " -cl-nv-maxrregcount=" + std::to_string(std::min<size_t>(255, registers / sample_group_));
-        program_ = build_program(context_, dev, opencl_kernel_source(), options);
-    };
-    build();
-    // A compiled kernel may still allow fewer items than asked for (registers): halve until it fits.
-    auto allowed = [&] {
-        size_t n = sample_group_;
-        for (const char* name : {"forward_samples", "backward_samples"})
-            n = std::min(n, cl::Kernel(program_, name).getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(dev));
-        return n;
-    };
-    while (sample_group_ > 1 && allowed() < sample_group_) {
-        sample_group_ = floor_pow2(allowed());
-        build();
+    program_ = build(memory);
+    // A compiled kernel may allow smaller groups than the device (NVIDIA: 256 for every kernel);
+    // the reductions need exactly REDUCE items, so build again with what they allow.
+    size_t allowed = reduce_;
+    for (const char* name : {"conv_weight_partials", "subsample_weight_partials"})
+        allowed = std::min(allowed, floor_pow2(cl::Kernel(program_, name).getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(dev)));
+    if (allowed < reduce_) {
+        reduce_ = allowed;
+        program_ = build(memory);
     }
     if (memory_ != MemoryVariant::Constant) return;
-    // __constant takes the parameters up to the first layer whose weights and biases would pass
-    // the device's limit (C5's 192 KB against NVIDIA's 64 KB); the kernels read the rest from __global.
+    // A layer whose weights and biases exceed the device's __constant limit (C5's 192 KB against
+    // NVIDIA's 64 KB) reads them from __global instead, through a second build.
     const cl_ulong limit = dev.getInfo<CL_DEVICE_MAX_CONSTANT_BUFFER_SIZE>();
     for (size_t k = 0; k < net_.layers.size(); ++k) {
-        const auto& bias = layout_.bias(k);
-        const size_t end = bias.device + bias.count;
-        if (end * sizeof(float) > limit) {
-            std::cerr << "lenet5: note: gpu-constant: the parameters from layer " << net_.layers[k].name
-                      << " on pass CL_DEVICE_MAX_CONSTANT_BUFFER_SIZE (" << limit << " bytes) of " << device_.name
-                      << "; they are read from __global memory\n";
-            return;
-        }
-        const_floats_ = end;
+        const LayerSpec& l = net_.layers[k];
+        const size_t bytes = (l.weight_count + l.bias_count) * sizeof(float);
+        if (bytes <= limit) continue;
+        layers_[k].weights_global = true;
+        std::cerr << "lenet5: note: gpu-constant: layer " << l.name << " has " << bytes
+                  << " bytes of weights and biases, over CL_DEVICE_MAX_CONSTANT_BUFFER_SIZE (" << limit << " bytes) of "
+                  << device_.name << "; it reads them from __global memory\n";
     }
+    if (std::any_of(layers_.begin(), layers_.end(), [](const Layer& l) { return l.weights_global; }))
+        global_program_ = build("");
 }
 
-// The layer table and connection lists of common.h, and the arena offsets.
-void OpenCLEngine::plan_table() {
-    std::vector<int32_t> table, pool;
-    auto append = [&](const std::vector<int32_t>& list) {
-        pool.insert(pool.end(), list.begin(), list.end());
-        return static_cast<int32_t>(pool.size() - list.size());
-    };
-    size_t at = static_cast<size_t>(net_.input.size());  // the network's input comes first
-    out_at_.clear();
+void OpenCLEngine::plan_layers() {
     for (size_t k = 0; k < net_.layers.size(); ++k) {
         const LayerSpec& l = net_.layers[k];
-        // The fields in common.h's order (L_KIND ... L_NCONN).
-        std::array<int32_t, 20> row{};
-        row[0] = l.kind == LayerKind::Subsample ? 1 : (l.kind == LayerKind::FullyConnected || conv_is_fc(l)) ? 2 : 0;
-        row[1] = act_code(l.activation);
-        row[2] = k ? act_code(net_.layers[k - 1].activation) : 0;
-        row[3] = l.in.c, row[4] = l.in.h, row[5] = l.in.w;
-        row[6] = l.out.c, row[7] = l.out.h, row[8] = l.out.w;
-        row[9] = l.kernel;
-        row[10] = to_int(layout_.weights(k).device);
-        row[11] = to_int(layout_.bias(k).device);
-        row[12] = to_int(k ? out_at_[k - 1] : 0);
-        row[13] = to_int(at);
-        if (row[0] == 0) {
+        Layer& d = layers_[k];
+        d.fc = l.kind == LayerKind::FullyConnected || conv_is_fc(l);
+        d.W = sub_buffer(params_, layout_.weights(k));
+        d.b = sub_buffer(params_, layout_.bias(k));
+        d.gW = sub_buffer(grads_, layout_.weights(k));
+        d.gb = sub_buffer(grads_, layout_.bias(k));
+        if (d.fc) continue;
+        if (l.kind == LayerKind::Conv) {
             // The inverse of network.h's lists: the connections reading each input map, in order.
             std::vector<int32_t> in_begin, in_conn;
             for (int i = 0; i < l.in.c; ++i) {
@@ -181,119 +160,213 @@ void OpenCLEngine::plan_table() {
                     if (l.conn_in[static_cast<size_t>(j)] == i) in_conn.push_back(j);
             }
             in_begin.push_back(static_cast<int32_t>(in_conn.size()));
-            row[14] = append(l.conn_begin);
-            row[15] = append(l.conn_in);
-            row[16] = append(l.conn_out);
-            row[17] = append(in_begin);
-            row[18] = append(in_conn);
-            row[19] = l.connections();
+            for (int o = 0; o < l.out.c; ++o)  // its first connection sums each map's bias gradient
+                if (l.conn_begin[static_cast<size_t>(o)] == l.conn_begin[static_cast<size_t>(o) + 1])
+                    throw Error("layer " + l.name + ": output map " + std::to_string(o) + " reads no input map");
+            // conv_weight_partials gives every weight of a connection, and the bias, an item.
+            if (static_cast<size_t>(l.kernel * l.kernel + 1) > reduce_)
+                throw Error(variant() + ": layer " + l.name + " needs work-groups of " +
+                            std::to_string(l.kernel * l.kernel + 1) + " items for its weight gradients; " +
+                            device_.name + " allows " + std::to_string(reduce_));
+            d.conn_begin = int_buffer(context_, l.conn_begin);
+            d.conn_in = int_buffer(context_, l.conn_in);
+            d.conn_out = int_buffer(context_, l.conn_out);
+            d.in_begin = int_buffer(context_, in_begin);
+            d.in_conn = int_buffer(context_, in_conn);
         }
-        table.insert(table.end(), row.begin(), row.end());
-        out_at_.push_back(at);
-        at += static_cast<size_t>(l.out.size());
+        if (runs_.empty() || runs_.back().last + 1 != k) runs_.push_back({layout_.weights(k).device, 0, k, {}, {}});
+        Run& run = runs_.back();
+        run.last = k;
+        run.n = layout_.bias(k).device + layout_.bias(k).count - run.begin;
+        d.run = static_cast<int>(runs_.size() - 1);
     }
-    // The fully connected layers' partial sums follow (forward.cl): fc_parts_ per output, as many
-    // (up to 32, a power of two) as leave the arena within the device's __local memory.
-    parts_at_ = at;
-    size_t widest = 0;
-    for (const LayerSpec& l : net_.layers)
-        if (l.kind == LayerKind::FullyConnected || conv_is_fc(l)) widest = std::max(widest, static_cast<size_t>(l.out.size()));
-    fc_parts_ = 32;
-    while (fc_parts_ > 1 && (at + widest * fc_parts_) * sizeof(float) > local_mem_) fc_parts_ /= 2;
-    arena_ = at + widest * fc_parts_;
-    pool.push_back(0);  // never empty (a network without convolutions)
-    table_ = int_buffer(context_, table);
-    pool_ = int_buffer(context_, pool);
+    const size_t n = layout_.size();
+    update_ = {kernel(program_, "sgd_momentum", params_, velocity_, grads_, to_int(n), 0.0f, 0.0f, 0.0f),
+               {round_up(n, wg_), 1}, {wg_, 1}};
 }
 
 template <class... Args>
-cl::Kernel OpenCLEngine::kernel(const char* name, const Args&... args) {
+cl::Kernel OpenCLEngine::kernel(const cl::Program& program, const char* name, const Args&... args) {
     try {
-        cl::Kernel k(program_, name);
-        set_args(k, 0, args...);
+        cl::Kernel k(program, name);
+        cl_uint index = 0;
+        (k.setArg(index++, args), ...);
         return k;
     } catch (const cl::Error& e) {
         throw Error(cl_failure(e).what() + std::string(" for kernel ") + name);
     }
 }
 
-template <class... Args>
-void OpenCLEngine::set_args(cl::Kernel& k, cl_uint first, const Args&... args) {
-    (k.setArg(first++, args), ...);
-}
-
-// The parameter arguments (PARAMS_ARG of common.h) from argument `first` on; returns the next.
-cl_uint OpenCLEngine::set_param_args(cl::Kernel& k, cl_uint first) {
-    k.setArg(first++, params_);
-    if (memory_ != MemoryVariant::Constant) return first;
-    set_args(k, first, const_params_, to_int(const_floats_));
-    return first + 2;
-}
-
-// A kernel of common.h's per-sample kind: a work-group of SAMPLE_GROUP items per sample.
-template <class... Args>
-OpenCLEngine::Launch OpenCLEngine::per_sample(const char* name, const Args&... args) {
-    return Launch{kernel(name, args...), 0, sample_group_, sample_group_, -1};
-}
-
 // Buffers and launches for batches of up to `capacity` samples. Arguments that change per
-// step (the data set, the first row, the loss scale and slot) are set by forward().
+// step (the batch count, the gathered rows, the loss scale and slot) are set by forward().
 void OpenCLEngine::plan_batch(int capacity) {
     capacity_ = capacity;
-    bound_ = nullptr;
-    const size_t cap = static_cast<size_t>(capacity), n = layout_.size();
-    const size_t classes = static_cast<size_t>(net_.layers.back().out.size());
-    const bool local = memory_ == MemoryVariant::Local;
-    const int layers = to_int(net_.layers.size()), A = to_int(arena_);
-    acts_ = cl::Buffer(context_, CL_MEM_READ_WRITE, cap * arena_ * sizeof(float));
-    out_delta_ = cl::Buffer(context_, CL_MEM_READ_WRITE, cap * classes * sizeof(float));
-    if (!local) arenas_ = cl::Buffer(context_, CL_MEM_READ_WRITE, cap * arena_ * sizeof(float));
-    // Zero once: the kernels never write the layout's padding, which sum_samples adds up too.
-    sample_grads_ = cl::Buffer(context_, CL_MEM_READ_WRITE, cap * n * sizeof(float));
-    queue_.enqueueFillBuffer(sample_grads_, 0.0f, 0, cap * n * sizeof(float));
+    const size_t cap = static_cast<size_t>(capacity);
+    acts_.clear();
+    deltas_.clear();
+    batch_in_ = cl::Buffer(context_, CL_MEM_READ_WRITE, cap * static_cast<size_t>(net_.input.size()) * sizeof(float));
+    batch_labels_ = cl::Buffer(context_, CL_MEM_READ_WRITE, cap);
+    for (const auto& l : net_.layers) {
+        const size_t bytes = cap * static_cast<size_t>(l.out.size()) * sizeof(float);
+        acts_.emplace_back(context_, CL_MEM_READ_WRITE, bytes);
+        deltas_.emplace_back(context_, CL_MEM_READ_WRITE, bytes);
+    }
     poison_activations();
 
-    // forward_samples: the data set, rows and first (0-3), the loss scale and slot are set per step.
-    forward_ = per_sample("forward_samples", cl::Buffer(), cl::Buffer(), cl::Buffer(), 0);
-    cl_uint next = set_param_args(forward_.kernel, 4);
-    set_args(forward_.kernel, next, table_, pool_, layers, A, to_int(parts_at_), to_int(fc_parts_), acts_, out_delta_,
-             1.0f, losses_, hits_, 0);
-    forward_scale_arg_ = next + 8;
-    forward_slot_arg_ = next + 11;
-    if (local) forward_.kernel.setArg(next + 12, cl::Local(arena_ * sizeof(float)));
+    const bool local = memory_ == MemoryVariant::Local;
+    const size_t T = tile_, sg = sample_group_, chunks = (cap + chunk_ - 1) / chunk_;
+    // The NDRange shapes. per_element: (round_up(n, WG), count), one item per element of a sample.
+    // per_sample: (round_up(count, sg), n), samples along dimension 0. tiled: (round_up(n, TILE),
+    // round_up(count, TILE)) in TILE x TILE groups. fixed: independent of the batch.
+    auto per_element = [&](cl::Kernel k, size_t n, int count_arg = -1) {
+        return Launch{std::move(k), {round_up(n, wg_), 1}, {wg_, 1}, 1, 1, 1, count_arg};
+    };
+    auto per_sample = [&](cl::Kernel k, size_t n, int count_arg) {
+        return Launch{std::move(k), {1, n}, {sg, 1}, 0, sg, sg, count_arg};
+    };
+    auto tiled = [&](cl::Kernel k, size_t n, int count_arg) {
+        return Launch{std::move(k), {round_up(n, T), 1}, {T, T}, 1, T, T, count_arg};
+    };
+    auto fixed = [&](cl::Kernel k, std::array<size_t, 2> global, std::array<size_t, 2> group, int count_arg) {
+        return Launch{std::move(k), global, group, -1, 1, 1, count_arg};
+    };
+    // Stage 1 of a two-stage weight gradient: `groups` work-groups of REDUCE items per chunk of samples,
+    // with their reduction scratch: __local in gpu-local, else a __global slice per group.
+    size_t scratch_groups = 1;
+    for (const auto& l : net_.layers)
+        if (l.kind == LayerKind::Conv || l.kind == LayerKind::Subsample)
+            scratch_groups = std::max(scratch_groups, static_cast<size_t>(std::max(l.connections(), l.out.c)) * chunks);
+    if (!local) scratch_ = cl::Buffer(context_, CL_MEM_READ_WRITE, scratch_groups * reduce_ * sizeof(float));
+    auto partials = [&](cl::Kernel k, size_t groups, cl_uint scratch_index, int count_arg) {
+        if (local) k.setArg(scratch_index, cl::Local(reduce_ * sizeof(float)));
+        else k.setArg(scratch_index, scratch_);
+        return Launch{std::move(k), {1, 1}, {reduce_, 1}, 0, chunk_, groups * reduce_, count_arg};
+    };
 
-    backward_ = per_sample("backward_samples");
-    next = set_param_args(backward_.kernel, 0);
-    set_args(backward_.kernel, next, table_, pool_, layers, A, to_int(parts_at_), to_int(arena_ - parts_at_), acts_,
-             out_delta_, to_int(n), sample_grads_);
-    if (local) backward_.kernel.setArg(next + 10, cl::Local(arena_ * sizeof(float)));
-    else backward_.kernel.setArg(next + 10, arenas_);
+    // The data set, rows and first are set by forward().
+    gather_ = per_element(kernel(program_, "gather_batch", cl::Buffer(), cl::Buffer(), cl::Buffer(), 0,
+                                 net_.input.size(), batch_in_, batch_labels_),
+                          static_cast<size_t>(net_.input.size()));
+    for (auto& run : runs_) {
+        const size_t bytes = chunks * run.n * sizeof(float);
+        run.partial = cl::Buffer(context_, CL_MEM_READ_WRITE, bytes);
+        queue_.enqueueFillBuffer(run.partial, 0.0f, 0, bytes);
+        run.sum = fixed(kernel(program_, "sum_partials", run.partial, to_int(run.n), 0, to_int(chunk_), grads_,
+                               to_int(run.begin)),
+                        {round_up(run.n, wg_), 1}, {wg_, 1}, 2);
+        check_fits(run.sum, net_.layers[run.last].name);
+    }
 
-    sum_ = {kernel("sum_samples", sample_grads_, to_int(n), 0, grads_), round_up(n, wg_), wg_, 0, 2};
-    for (const Launch* launch : {&forward_, &backward_, &sum_, &update_}) check_fits(*launch);
+    for (size_t k = 0; k < net_.layers.size(); ++k) {
+        const LayerSpec& l = net_.layers[k];
+        Layer& d = layers_[k];
+        const cl::Program& program = d.weights_global ? global_program_ : program_;
+        const cl::Buffer& in = k ? acts_[k - 1] : batch_in_;
+        const cl::Buffer& out = acts_[k];
+        const cl::Buffer& delta = deltas_[k];
+        const int act = act_code(l.activation), prev_act = k ? act_code(net_.layers[k - 1].activation) : 0;
+        const size_t in_size = static_cast<size_t>(l.in.size()), out_size = static_cast<size_t>(l.out.size());
+        const int IC = l.in.c, IH = l.in.h, IW = l.in.w, OC = l.out.c, OH = l.out.h, OW = l.out.w, K = l.kernel;
+        if (d.fc) {
+            const int I = to_int(in_size), O = to_int(out_size);
+            if (k + 1 == net_.layers.size()) {
+                // Item (o, s): O rounded up to a power of two, times enough samples for ~64 items.
+                // The loss scale and the slot are set per step.
+                const size_t op = floor_pow2(2 * out_size - 1), samples = std::max(size_t{1}, sg / op);
+                d.forward = {kernel(program, "output_forward", in, d.W, d.b, out, I, O, 0, batch_labels_, 1.0f, delta,
+                                    losses_, hits_, 0),
+                             {op, 1}, {op, samples}, 1, samples, samples, 6};
+            } else {
+                cl::Kernel forward = kernel(program, "fc_forward", in, d.W, d.b, out, I, O, act, 0);
+                d.forward = local ? tiled(forward, out_size, 7) : per_sample(forward, out_size, 7);
+            }
+            cl::Kernel weights = kernel(program, "fc_backward_weights", in, delta, d.gW, d.gb, I, O, 0);
+            d.weights = local ? fixed(weights, {round_up(in_size, T), round_up(out_size, T)}, {T, T}, 6)
+                              : fixed(weights, {round_up(out_size * in_size + out_size, wg_), 1}, {wg_, 1}, 6);
+            if (k) {
+                cl::Kernel input =
+                    kernel(program, "fc_backward_input", delta, d.W, acts_[k - 1], prev_act, deltas_[k - 1], I, O, 0);
+                d.input = local ? tiled(input, in_size, 7) : per_sample(input, in_size, 7);
+            }
+        } else {
+            const Run& run = runs_[static_cast<size_t>(d.run)];
+            const int w_at = to_int(layout_.weights(k).device - run.begin), b_at = to_int(layout_.bias(k).device - run.begin);
+            if (l.kind == LayerKind::Conv) {
+                const int nconn = l.connections();
+                d.forward = per_element(kernel(program, "conv_forward", in, d.W, d.b, out, d.conn_begin, d.conn_in, IC, IH,
+                                               IW, OC, OH, OW, K, act),
+                                        out_size);
+                d.weights = partials(kernel(program, "conv_weight_partials", in, delta, run.partial, to_int(run.n), w_at,
+                                            b_at, d.conn_begin, d.conn_out, d.conn_in, IC, IH, IW, OC, OH, OW, K, nconn,
+                                            0, to_int(chunk_)),
+                                     static_cast<size_t>(nconn), 19, 17);
+                if (local) d.weights.kernel.setArg(20, cl::Local((out_size / OC + in_size / IC) * sizeof(float)));
+                if (k)
+                    d.input = per_element(kernel(program, "conv_backward_input", delta, d.W, acts_[k - 1], prev_act,
+                                                 deltas_[k - 1], d.in_begin, d.in_conn, d.conn_out, IC, IH, IW, OC, OH,
+                                                 OW, K, nconn),
+                                          in_size);
+                if (local) {
+                    // The staged tiles: the sample's input and all weights and biases (forward), the
+                    // sample's delta and all weights (input gradient).
+                    d.forward.kernel.setArg(14, cl::Local((in_size + l.weight_count + l.bias_count) * sizeof(float)));
+                    if (k) d.input.kernel.setArg(16, cl::Local((out_size + l.weight_count) * sizeof(float)));
+                }
+            } else {
+                d.forward = per_element(
+                    kernel(program, "subsample_forward", in, d.W, d.b, out, OC, IH, IW, OH, OW, K, act), out_size);
+                d.weights = partials(kernel(program, "subsample_weight_partials", in, delta, run.partial, to_int(run.n),
+                                            w_at, b_at, OC, IH, IW, OH, OW, K, 0, to_int(chunk_)),
+                                     static_cast<size_t>(OC), 14, 12);
+                if (local) d.weights.kernel.setArg(15, cl::Local((out_size + in_size) / OC * sizeof(float)));
+                if (k)
+                    d.input = per_element(kernel(program, "subsample_backward_input", delta, d.W, acts_[k - 1], prev_act,
+                                                 deltas_[k - 1], OC, IH, IW, OH, OW, K),
+                                          in_size);
+            }
+        }
+        check_fits(d.forward, l.name);
+        check_fits(d.weights, l.name);
+        if (k) check_fits(d.input, l.name);
+    }
+    // A step: gather, every layer forward; from the last layer down, its weight gradients (or
+    // their partial sums) and the previous layer's delta, which the next layer down reads; then
+    // the partial sums added up.
+    forward_launches_ = {&gather_};
+    for (auto& layer : layers_) forward_launches_.push_back(&layer.forward);
+    backward_launches_.clear();
+    for (size_t k = layers_.size(); k-- > 0;) {
+        backward_launches_.push_back(&layers_[k].weights);
+        if (k) backward_launches_.push_back(&layers_[k].input);
+    }
+    for (auto& run : runs_) backward_launches_.push_back(&run.sum);
 }
 
 // Fails clearly, before any launch, when the device cannot run a launch's work-group.
-void OpenCLEngine::check_fits(const Launch& launch) const {
+void OpenCLEngine::check_fits(const Launch& launch, const std::string& layer) const {
     const cl::Device& dev = device_.device;
     const std::string name = launch.kernel.getInfo<CL_KERNEL_FUNCTION_NAME>();
+    const size_t group = launch.local[0] * launch.local[1];
     const size_t max_group = launch.kernel.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(dev);
-    if (launch.local > max_group)
-        throw Error(variant() + ": kernel " + name + " needs work-groups of " + std::to_string(launch.local) +
-                    " items; " + device_.name + " allows " + std::to_string(max_group) +
+    if (group > max_group)
+        throw Error(variant() + ": layer " + layer + ": kernel " + name + " needs work-groups of " +
+                    std::to_string(group) + " items; " + device_.name + " allows " + std::to_string(max_group) +
                     " for it (CL_KERNEL_WORK_GROUP_SIZE)");
     const cl_ulong local = launch.kernel.getWorkGroupInfo<CL_KERNEL_LOCAL_MEM_SIZE>(dev);
     if (local > local_mem_)
-        throw Error(variant() + ": kernel " + name + " needs " + std::to_string(local) + " bytes of __local memory (" +
-                    std::to_string(arena_) + " floats of activations per sample of " + net_.name + "); " +
-                    device_.name + " has " + std::to_string(local_mem_) + " (CL_DEVICE_LOCAL_MEM_SIZE)");
+        throw Error(variant() + ": layer " + layer + ": kernel " + name + " needs " + std::to_string(local) +
+                    " bytes of __local memory; " + device_.name + " has " + std::to_string(local_mem_) +
+                    " (CL_DEVICE_LOCAL_MEM_SIZE)");
 }
 
 void OpenCLEngine::enqueue(Launch& launch, int count, cl::Event* event) {
     if (launch.count_arg >= 0) launch.kernel.setArg(static_cast<cl_uint>(launch.count_arg), count);
-    const size_t global = launch.per_sample ? static_cast<size_t>(count) * launch.per_sample : launch.global;
-    queue_.enqueueNDRangeKernel(launch.kernel, cl::NullRange, cl::NDRange(global), cl::NDRange(launch.local), nullptr,
-                                event);
+    auto global = launch.global;
+    if (launch.batch_dim >= 0)
+        global[static_cast<size_t>(launch.batch_dim)] =
+            (static_cast<size_t>(count) + launch.batch_step - 1) / launch.batch_step * launch.batch_items;
+    queue_.enqueueNDRangeKernel(launch.kernel, cl::NullRange, cl::NDRange(global[0], global[1]),
+                                cl::NDRange(launch.local[0], launch.local[1]), nullptr, event);
 }
 
 void OpenCLEngine::enqueue_phase(Phase phase, const std::vector<Launch*>& launches, int count) {
@@ -316,11 +389,11 @@ void OpenCLEngine::read(const cl::Buffer& buffer, void* data, size_t bytes) {
     spans_.push_back({event, event, Phase::Transfer});
 }
 
-// NaN in every activation and output delta, so that an element a kernel fails to write shows up.
+// NaN in every activation and delta, so that an element a kernel fails to write shows up.
 void OpenCLEngine::poison_activations() {
     const float nan = std::numeric_limits<float>::quiet_NaN();
-    for (const cl::Buffer* b : {&acts_, &out_delta_})
-        if ((*b)()) queue_.enqueueFillBuffer(*b, nan, 0, b->getInfo<CL_MEM_SIZE>());
+    for (const auto* buffers : {&acts_, &deltas_})
+        for (const auto& b : *buffers) queue_.enqueueFillBuffer(b, nan, 0, b.getInfo<CL_MEM_SIZE>());
 }
 
 void OpenCLEngine::upload(Split split, const Dataset& data) {
@@ -333,7 +406,6 @@ void OpenCLEngine::upload(Split split, const Dataset& data) {
                         std::to_string(in.w));
         collect_counters();  // the loss slots may be replaced below
         SplitData& d = split == Split::Train ? train_ : test_;
-        bound_ = nullptr;  // forward_ may point at the buffers replaced here
         const size_t count = static_cast<size_t>(data.count);
         d.count = data.count;
         // The bytes go up once and are converted on the device; the byte buffer is released when
@@ -343,12 +415,10 @@ void OpenCLEngine::upload(Split split, const Dataset& data) {
         d.inputs = cl::Buffer(context_, CL_MEM_READ_WRITE, count * static_cast<size_t>(in.size()) * sizeof(float));
         d.labels = cl::Buffer(context_, CL_MEM_READ_ONLY, count);
         write(d.labels, data.labels.data(), count);
-        // One item per input pixel: NDRange (round_up(H*W, WG), count).
-        cl::Kernel convert = kernel("images_to_inputs", bytes, data.rows, data.cols, byte_values_, d.inputs, in.h, in.w);
-        cl::Event converted;
-        queue_.enqueueNDRangeKernel(convert, cl::NullRange, cl::NDRange(round_up(static_cast<size_t>(in.h * in.w), wg_), count),
-                                    cl::NDRange(wg_, 1), nullptr, &converted);
-        spans_.push_back({converted, converted, Phase::Transfer});
+        Launch convert{kernel(program_, "images_to_inputs", bytes, data.rows, data.cols, byte_values_, d.inputs, in.h, in.w),
+                       {round_up(static_cast<size_t>(in.h * in.w), wg_), count},
+                       {wg_, 1}};
+        enqueue_phase(Phase::Transfer, {&convert}, 0);
         if (split == Split::Train) {
             order_ = cl::Buffer(context_, CL_MEM_READ_ONLY, count * sizeof(int32_t));
             order_set_ = false;
@@ -439,14 +509,14 @@ void OpenCLEngine::forward(Split split, int first, int count) {
     cl_checked([&] {
         if (count > capacity_) plan_batch(count);
         if (cursor_ + count > slots_) collect_counters();
-        if (bound_ != &data) {
-            set_args(forward_.kernel, 0, data.inputs, data.labels, train ? order_ : identity_);
-            bound_ = &data;
-        }
-        forward_.kernel.setArg(3, first);
-        forward_.kernel.setArg(forward_scale_arg_, 1.0f / static_cast<float>(count));
-        forward_.kernel.setArg(forward_slot_arg_, cursor_);
-        enqueue_phase(Phase::Forward, {&forward_}, count);
+        gather_.kernel.setArg(0, data.inputs);
+        gather_.kernel.setArg(1, data.labels);
+        gather_.kernel.setArg(2, train ? order_ : identity_);
+        gather_.kernel.setArg(3, first);
+        cl::Kernel& output = layers_.back().forward.kernel;
+        output.setArg(8, 1.0f / static_cast<float>(count));
+        output.setArg(12, cursor_);
+        enqueue_phase(Phase::Forward, forward_launches_, count);
         cursor_ += count;
         count_ = count;
         last_was_train_ = train;
@@ -456,7 +526,7 @@ void OpenCLEngine::forward(Split split, int first, int count) {
 void OpenCLEngine::backward() {
     if (!last_was_train_) throw Error("backward() needs a training forward() first");
     cl_checked([&] {
-        enqueue_phase(Phase::Backward, {&backward_, &sum_}, count_);
+        enqueue_phase(Phase::Backward, backward_launches_, count_);
     });
 }
 
@@ -519,14 +589,8 @@ PhaseTimes OpenCLEngine::take_times() {
 std::vector<float> OpenCLEngine::layer_output(size_t layer) {
     if (count_ == 0) throw Error("layer_output() before forward()");
     return cl_checked([&] {
-        // The layer's slice of every sample's arena.
-        const size_t size = static_cast<size_t>(net_.layers.at(layer).out.size()), count = static_cast<size_t>(count_);
-        std::vector<float> arenas(count * arena_), v;
-        read(acts_, arenas.data(), arenas.size() * sizeof(float));
-        for (size_t s = 0; s < count; ++s) {
-            const auto at = arenas.begin() + static_cast<std::ptrdiff_t>(s * arena_ + out_at_[layer]);
-            v.insert(v.end(), at, at + static_cast<std::ptrdiff_t>(size));
-        }
+        std::vector<float> v(static_cast<size_t>(count_) * static_cast<size_t>(net_.layers.at(layer).out.size()));
+        read(acts_.at(layer), v.data(), v.size() * sizeof(float));
         return v;
     });
 }

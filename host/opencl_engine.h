@@ -1,17 +1,13 @@
 // The engine of the OpenCL variants. Everything stays on the device: both data sets
 // (converted once), the parameters, gradients, momentum and activations. A training step
-// is four kernel launches, whatever the network (cl_kernels/common.h):
-//   forward   forward_samples: one work-group per sample runs every layer and the softmax
-//             cross-entropy over the sample's arena (its input and every layer's output);
-//   backward  backward_samples: one work-group per sample runs every layer's backward pass
-//             over a copy of the arena, writing the sample's weight gradients; sum_samples
-//             adds them up over the batch in sample order;
-//   update    sgd_momentum over the flat buffer.
-// The phase times are those launches' own, so "forward" is the whole forward pass and
-// "backward" includes the reduction over the batch. Per epoch only the order goes up and the
-// per-sample losses and hits come back. The memory variants differ only in where the arena
-// lives (__local in gpu-local) and how the weights are read (__constant in gpu-constant).
+// is kernel launches only, 23 for LeNet-5. Forward: one gathering the batch, then one per
+// layer (the last fused with the softmax cross-entropy). Backward, from the last layer
+// down: its weight gradients (for conv and subsampling: per-sample partial sums) and the
+// previous layer's delta; then one launch adding up the partial sums. Update: one over
+// the flat buffer. Per epoch only the order goes up and the per-sample losses and hits
+// come back.
 #pragma once
+#include <array>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,8 +20,8 @@ namespace lenet5 {
 
 enum class MemoryVariant {
     Global,    // gpu: __global memory only
-    Constant,  // gpu-constant: parameters through __constant memory as far as they fit
-    Local,     // gpu-local: each sample's activations and deltas in __local memory
+    Constant,  // gpu-constant: weights through __constant memory where they fit
+    Local,     // gpu-local: input tiles and weights staged in __local memory
 };
 
 class OpenCLEngine final : public Engine {
@@ -61,9 +57,30 @@ private:
     // One kernel with its fixed arguments set, and how its NDRange follows the batch size.
     struct Launch {
         cl::Kernel kernel;
-        size_t global = 1, local = 1;
-        size_t per_sample = 0;  // if not 0: count * per_sample items (a work-group per sample)
-        int count_arg = -1;     // the argument that takes the batch count, if any
+        std::array<size_t, 2> global{1, 1}, local{1, 1};
+        // Dimension batch_dim (if >= 0) has ceil(count / batch_step) * batch_items items.
+        int batch_dim = -1;
+        size_t batch_step = 1, batch_items = 1;
+        int count_arg = -1;  // the argument that takes the batch count, if any
+    };
+
+    // A layer's device state: parameter and gradient sub-buffers, connection lists, launches.
+    struct Layer {
+        bool fc = false;              // fully connected, or a conv that is one (see the .cpp)
+        bool weights_global = false;  // gpu-constant: too large for __constant, uses the __global build
+        int run = -1;                 // conv and subsampling: its run (see Run)
+        cl::Buffer W, b, gW, gb;
+        cl::Buffer conn_begin, conn_in, conn_out, in_begin, in_conn;
+        Launch forward, weights, input;
+    };
+
+    // Consecutive conv/subsampling layers, whose weight gradients take two stages (backward.cl):
+    // their stage-1 launches write partial sums per chunk of samples, sum_partials adds them up.
+    struct Run {
+        size_t begin = 0, n = 0;  // the run's span of the device layout, in floats
+        size_t last = 0;          // its last layer
+        cl::Buffer partial;       // [chunks][n], zero where no parameter is (the padding)
+        Launch sum;
     };
 
     struct SplitData {
@@ -73,12 +90,10 @@ private:
     };
 
     void check_size(const std::vector<float>& v, const char* what) const;
-    void compile_program();
-    void plan_table();
+    void build_programs();
+    void plan_layers();
     void plan_batch(int capacity);
-    void check_fits(const Launch& launch) const;
-    template <class... Args>
-    Launch per_sample(const char* name, const Args&... args);
+    void check_fits(const Launch& launch, const std::string& layer) const;
     void enqueue(Launch& launch, int count, cl::Event* event = nullptr);
     void enqueue_phase(Phase phase, const std::vector<Launch*>& launches, int count);
     void write(const cl::Buffer& buffer, const void* data, size_t bytes);
@@ -86,36 +101,23 @@ private:
     void poison_activations();
     void collect_counters();
     template <class... Args>
-    cl::Kernel kernel(const char* name, const Args&... args);
-    template <class... Args>
-    void set_args(cl::Kernel& k, cl_uint first, const Args&... args);
-    cl_uint set_param_args(cl::Kernel& k, cl_uint first);
+    cl::Kernel kernel(const cl::Program& program, const char* name, const Args&... args);
 
     Network net_;
     MemoryVariant memory_;
     OpenCLDevice device_;
     cl::Context context_;
     cl::CommandQueue queue_;
-    size_t wg_ = 0;            // work-group size of the element-wise kernels
-    size_t sample_group_ = 0;  // work-group size of the per-sample kernels
+    size_t wg_ = 0, reduce_ = 0, tile_ = 0, sample_group_ = 0;  // work-group sizes (see the .cpp)
+    size_t chunk_ = 0;  // samples per chunk of the two-stage weight gradients
     cl_ulong local_mem_ = 0;
-    cl::Program program_;
+    cl::Program program_, global_program_;  // global_program_: gpu-constant's fallback build
     DeviceLayout layout_;
 
-    cl::Buffer params_, grads_, velocity_, byte_values_;
-    // gpu-constant: the first const_floats_ of params_ (whole layers that fit in __constant).
-    cl::Buffer const_params_;
-    size_t const_floats_ = 0;
-
-    // The layer table and connection lists the kernels walk (common.h), and the arena of one
-    // sample ([arena_] floats): the input, each layer's output at out_at_, then the fully
-    // connected layers' partial sums at parts_at_ (fc_parts_ per output).
-    cl::Buffer table_, pool_;
-    std::vector<size_t> out_at_;
-    size_t arena_ = 0, parts_at_ = 0, fc_parts_ = 1;
-
-    Launch forward_, backward_, sum_, update_;
-    cl_uint forward_scale_arg_ = 0, forward_slot_arg_ = 0;  // forward_samples' per-step arguments
+    cl::Buffer params_, grads_, velocity_, scratch_, byte_values_;
+    std::vector<Layer> layers_;
+    std::vector<Run> runs_;
+    Launch update_;
 
     SplitData train_, test_;
     cl::Buffer order_, identity_;  // the rows of a batch: the epoch's order, or 0, 1, 2, ... (test set)
@@ -123,13 +125,14 @@ private:
     cl::Event order_written_;
     bool order_set_ = false;
 
-    // acts_ [capacity][arena_]: every sample's arena after the forward pass. out_delta_
-    // [capacity][classes]: dLoss/dlogits. arenas_ [capacity][arena_]: the backward pass's working
-    // copies (not gpu-local). sample_grads_ [capacity][layout size]: per-sample gradients.
-    cl::Buffer acts_, out_delta_, arenas_, sample_grads_;
+    // The batch's inputs and labels, gathered from the data set by gather_ ([capacity][input], [capacity]).
+    cl::Buffer batch_in_, batch_labels_;
+    Launch gather_;
+    std::vector<Launch*> forward_launches_, backward_launches_;  // a step's phases, in order
+    // acts_[k]: layer k's output, deltas_[k]: dLoss/d(its pre-activation); [capacity][out] each.
+    std::vector<cl::Buffer> acts_, deltas_;
     int capacity_ = 0, count_ = 0;
     bool last_was_train_ = false;
-    const SplitData* bound_ = nullptr;  // the split forward_'s data arguments point at
 
     // Per-sample loss and hit of every forward since the last take_counters, at slot cursor_ on.
     cl::Buffer losses_, hits_;
@@ -138,7 +141,8 @@ private:
 
     // What the device did, per phase of a step (or per transfer): from the start of its first
     // command to the end of its last. Only those two commands carry events: an event on every
-    // launch costs NVIDIA's driver ~3 us of host time each. Resolved lazily by take_times.
+    // launch costs NVIDIA's driver ~3 us of host time each, more than many of the kernels take.
+    // Resolved lazily by take_times.
     struct Span {
         cl::Event first, last;
         Phase phase;
