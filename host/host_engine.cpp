@@ -12,7 +12,7 @@ HostEngine::HostEngine(Network net, std::string variant, const HostOps& ops, int
     params_.assign(net_.param_count, 0.0f);
     velocity_.assign(net_.param_count, 0.0f);
     grads_.assign(net_.param_count, 0.0f);
-    if (threads_ > 1) thread_grads_.assign(static_cast<size_t>(threads_), std::vector<float>(net_.param_count));
+    if (threads_ > 1) thread_grads_.assign(static_cast<size_t>(threads_ - 1), std::vector<float>(net_.param_count));
     int largest = net_.input.size();
     for (const auto& l : net_.layers) largest = std::max(largest, l.out.size());
     scratch_.assign(static_cast<size_t>(threads_), std::vector<float>(2 * static_cast<size_t>(largest)));
@@ -124,7 +124,7 @@ void HostEngine::backward() {
 
 #pragma omp parallel for num_threads(T) schedule(static, 1) if (T > 1)
     for (int t = 0; t < T; ++t) {
-        float* g = T > 1 ? thread_grads_[static_cast<size_t>(t)].data() : grads_.data();
+        float* g = t > 0 ? thread_grads_[static_cast<size_t>(t - 1)].data() : grads_.data();
         std::fill(g, g + net_.param_count, 0.0f);
         float* a = scratch_[static_cast<size_t>(t)].data();
         float* b = a + scratch_[static_cast<size_t>(t)].size() / 2;
@@ -158,12 +158,9 @@ void HostEngine::backward() {
             }
         }
     }
-    if (T > 1) {
-        std::fill(grads_.begin(), grads_.end(), 0.0f);
-        for (int t = 0; t < T; ++t) {
-            const float* g = thread_grads_[static_cast<size_t>(t)].data();
-            for (size_t i = 0; i < grads_.size(); ++i) grads_[i] += g[i];
-        }
+    for (int t = 1; t < T; ++t) {
+        const float* g = thread_grads_[static_cast<size_t>(t - 1)].data();
+        for (size_t i = 0; i < grads_.size(); ++i) grads_[i] += g[i];
     }
     times_.backward_ms += ms_since(t0);
 }

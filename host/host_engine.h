@@ -50,7 +50,7 @@ private:
     int threads_;
 
     std::vector<float> params_, velocity_, grads_;
-    std::vector<std::vector<float>> thread_grads_;  // one per thread when threads_ > 1
+    std::vector<std::vector<float>> thread_grads_;  // threads 1.. (thread 0 adds into grads_)
     std::vector<std::vector<float>> scratch_;       // per thread: two layer-sized buffers
     size_t tail_ = 0;                               // layers tail_.. run batched over a slice
     std::vector<std::vector<float>> tail_grads_;    // per thread: two [slice][size] buffers for the tail
