@@ -1,7 +1,8 @@
 // Micro-benchmarks: every LeNet-5 layer's forward and backward pass and the
 // update, one sample at a time through each host variant's HostOps (cpu, and avx
-// when built), and the whole training step (forward + backward + update) of every
-// built variant through the Engine interface at batch 1 and 64.
+// when built), the layers avx batches over 32 samples (one thread's slice of a batch
+// of 64), and the whole training step (forward + backward + update) of every built
+// variant through the Engine interface at batch 1 and 64.
 // Items are samples (parameters for the update), so items_per_second compares directly.
 //
 //   lenet5_bench_layers [--benchmark_filter=step/] [--benchmark_format=json]
@@ -73,6 +74,31 @@ void layer_backward(benchmark::State& state, const HostOps* ops, const Network& 
     state.SetItemsProcessed(state.iterations());
 }
 
+// A batched layer (HostOps::forward_batch / backward_batch) over `count` samples, as
+// HostEngine runs the fully connected tail over one thread's slice of a batch.
+void layer_batch(benchmark::State& state, const HostOps* ops, const Network& net, size_t k, int count, bool backward) {
+    const LayerSpec& l = net.layers[k];
+    Rng rng(5);
+    const std::vector<float> params = init_params(net, 1);
+    const size_t n = static_cast<size_t>(count);
+    const std::vector<float> in = random_vector(n * static_cast<size_t>(l.in.size()), rng);
+    const std::vector<float> dout = random_vector(n * static_cast<size_t>(l.out.size()), rng);
+    std::vector<float> out(dout.size()), d(dout.size()), din(in.size()), grads(params.size(), 0.0f);
+    ops->forward_batch(l, params.data(), in.data(), out.data(), count);
+    for (auto _ : state) {
+        if (backward) {
+            std::copy(dout.begin(), dout.end(), d.begin());
+            ops->backward_batch(l, params.data(), in.data(), out.data(), d.data(), din.data(), grads.data(), count);
+        } else {
+            ops->forward_batch(l, params.data(), in.data(), out.data(), count);
+        }
+        benchmark::DoNotOptimize(grads.data());
+        benchmark::DoNotOptimize(out.data());
+        benchmark::ClobberMemory();
+    }
+    state.SetItemsProcessed(state.iterations() * count);
+}
+
 void update(benchmark::State& state, const HostOps* ops, const Network& net) {
     Rng rng(6);
     std::vector<float> p = init_params(net, 1), v(p.size(), 0.0f), g = random_vector(p.size(), rng);
@@ -138,6 +164,13 @@ void register_all() {
             const std::string layer = net.layers[k].name;
             benchmark::RegisterBenchmark(("forward/" + layer + "/" + name).c_str(), layer_forward, o, net, k);
             benchmark::RegisterBenchmark(("backward/" + layer + "/" + name).c_str(), layer_backward, o, net, k);
+        }
+    for (size_t k = 0; k < net.layers.size(); ++k)
+        for (const auto& [name, o] : ops) {
+            if (!o->batched || !o->batched(net.layers[k])) continue;
+            const std::string tail = net.layers[k].name + "/" + name + "/batch:32";
+            benchmark::RegisterBenchmark(("forward/" + tail).c_str(), layer_batch, o, net, k, 32, false);
+            benchmark::RegisterBenchmark(("backward/" + tail).c_str(), layer_batch, o, net, k, 32, true);
         }
     for (const auto& [name, o] : ops) benchmark::RegisterBenchmark(("update/" + name).c_str(), update, o, net);
 
