@@ -197,3 +197,52 @@ TEST(Checkpoint, SurvivesSigkillDuringSave) {
     }
     EXPECT_EQ(survived, 40);
 }
+
+TEST(Checkpoint, DivergenceStopsNamingEpochAndStepAndKeepsTheLastCheckpoint) {
+    const std::string dir = test::mnist_dir();
+    if (dir.empty()) GTEST_SKIP() << "MNIST not fetched (run data/fetch_mnist.sh)";
+    // A checkpoint whose parameters hold a NaN: the first loss check must stop the run.
+    Checkpoint c = sample_checkpoint();
+    c.epoch = 1;
+    c.step = 0;
+    c.params[100] = NAN;
+    const std::string path = temp_path("diverging");
+    save_checkpoint(path, c);
+    const std::string before = encode_checkpoint(load_checkpoint(path));
+    TrainOptions o = test::quick_options("cpu", dir, 6400, 100, 64, 3);
+    o.resume_path = path;
+    o.save_path = path;
+    try {
+        train(o);
+        ADD_FAILURE() << "a NaN loss did not stop training";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("training diverged in epoch 2 by step 50"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(encode_checkpoint(load_checkpoint(path)), before);  // the last good checkpoint is kept
+}
+
+TEST(Checkpoint, OneVariantsCheckpointLoadsInEveryOther) {
+    const std::string dir = test::mnist_dir();
+    if (dir.empty()) GTEST_SKIP() << "MNIST not fetched (run data/fetch_mnist.sh)";
+    TrainOptions o = test::quick_options("cpu", dir, 640, 500, 64, 1);
+    o.save_path = temp_path("cross");
+    train(o);
+    const Checkpoint c = load_checkpoint(o.save_path);
+    const Network net = lenet5_network();
+    const Dataset test_set = load_mnist(dir, Split::Test, 500);
+    double reference = -1;
+    for (const std::string& variant : built_variants()) {
+        if (variant == "gpu-constant") continue;  // same parameters path as gpu
+        EngineRequest request;
+        request.variant = variant;
+        auto engine = make_engine(net, request);
+        engine->upload(Split::Test, test_set);
+        engine->set_params(c.params);
+        engine->set_momentum_buffer(c.velocity);
+        EXPECT_EQ(engine->params(), c.params) << variant;
+        EXPECT_EQ(engine->momentum_buffer(), c.velocity) << variant;
+        const double accuracy = evaluate(*engine, net, test_set, false).accuracy;
+        if (reference < 0) reference = accuracy;
+        EXPECT_NEAR(accuracy, reference, 0.005) << variant;
+    }
+}
