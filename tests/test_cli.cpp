@@ -1,36 +1,18 @@
 // The command line's contract: exit codes and one-line error messages.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
+#include "cli_runner.h"
 #include "test_support.h"
 
 namespace {
 
-struct Result {
-    int status;
-    std::string out, err;
-};
+using lenet5::test::run_cli;
+using lenet5::test::slurp;
+using Result = lenet5::test::CliResult;
 
-std::string slurp(const std::string& path) {
-    std::ifstream f(path);
-    std::stringstream s;
-    s << f.rdbuf();
-    return s.str();
-}
-
-Result run(const std::string& args) {
-    // ctest runs tests in parallel processes: the capture files must be this process's own.
-    const std::string base = ::testing::TempDir() + "lenet5_cli_" + std::to_string(::getpid());
-    const std::string out = base + "_out.txt", err = base + "_err.txt";
-    const std::string cmd = std::string(LENET5_BINARY) + " " + args + " >" + out + " 2>" + err + " </dev/null";
-    const int raw = std::system(cmd.c_str());
-    return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(out), slurp(err)};
-}
+Result run(const std::string& args) { return run_cli(args); }
 
 void expect_usage_error(const std::string& args, const std::string& mentions) {
     const Result r = run(args);

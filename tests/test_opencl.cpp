@@ -2,14 +2,13 @@
 // default OpenCL device (PoCL in CI), and the OpenCL runtime's error reporting.
 #ifdef LENET5_HAVE_OPENCL
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
+#include "cli_runner.h"
 #include "engine_factory.h"
 #include "opencl_backend.h"
 #include "opencl_runtime.h"
@@ -137,25 +136,10 @@ TEST(OpenCL, KernelThatFailsToBuildReportsTheBuildLog) {
 
 namespace {
 
-struct CliResult {
-    int status;
-    std::string out, err;
-};
+using test::CliResult;
+using test::slurp;
 
-std::string slurp(const std::string& path) {
-    std::ifstream f(path);
-    std::stringstream s;
-    s << f.rdbuf();
-    return s.str();
-}
-
-CliResult run_binary(const std::string& args) {
-    const std::string out = ::testing::TempDir() + "lenet5_opencl_out.txt";
-    const std::string err = ::testing::TempDir() + "lenet5_opencl_err.txt";
-    const std::string cmd = std::string(LENET5_BINARY) + " " + args + " >" + out + " 2>" + err + " </dev/null";
-    const int raw = std::system(cmd.c_str());
-    return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(out), slurp(err)};
-}
+CliResult run_binary(const std::string& args) { return test::run_cli(args); }
 
 // A tiny MNIST folder (IDX files, 3 images each), so the CLI gets as far as choosing the device.
 std::string tiny_mnist_dir() {
