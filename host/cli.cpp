@@ -38,14 +38,14 @@ std::string help_text() {
            "  --data DIR       folder with the MNIST IDX files, raw or .gz\n"
            "                   (default: $LENET5_DATA, else data/mnist)\n"
            "  --json FILE      also write the run as JSON\n"
-           "  --save FILE      write a checkpoint after every epoch\n"
-           "  --resume FILE    continue from a checkpoint\n"
+           "  --save FILE      write a checkpoint after every epoch and when interrupted\n"
+           "  --resume FILE    continue from a checkpoint (its seed and momentum carry on)\n"
            "\n"
            "eval options: --model FILE, --variant, --device, --test-limit, --data, --json as above\n"
            "\n"
            "Each epoch row gives the milliseconds spent in the forward, backward and update\n"
-           "phases (OpenCL: the kernels' own time from event profiling; host variants: a steady\n"
-           "clock around each phase), the epoch's wall time, the training loss and test accuracy.\n"
+           "phases (OpenCL: device time from event profiling; host variants: a steady clock\n"
+           "around each phase), the epoch's wall time, the training loss and test accuracy.\n"
            "Exit status: 0 success, 1 failure, 2 bad command line, 130/143 interrupted.\n";
 }
 
