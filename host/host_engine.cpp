@@ -32,20 +32,14 @@ double HostEngine::ms_since(Clock::time_point t0) {
 
 void HostEngine::upload(Split split, const Dataset& data) { (split == Split::Train ? train_ : test_) = data; }
 
-void HostEngine::check_params(const std::vector<float>& v, const char* what) const {
-    if (v.size() != net_.param_count)
-        throw Error(std::string(what) + " has " + std::to_string(v.size()) + " values, the network needs " +
-                    std::to_string(net_.param_count));
-}
-
 void HostEngine::set_params(const std::vector<float>& params) {
-    check_params(params, "parameter buffer");
+    check_param_count(net_, params, "parameter buffer");
     params_ = params;
     std::fill(velocity_.begin(), velocity_.end(), 0.0f);
 }
 
 void HostEngine::set_momentum_buffer(const std::vector<float>& velocity) {
-    check_params(velocity, "momentum buffer");
+    check_param_count(net_, velocity, "momentum buffer");
     velocity_ = velocity;
 }
 

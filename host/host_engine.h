@@ -42,7 +42,6 @@ private:
     using Clock = std::chrono::steady_clock;
     static double ms_since(Clock::time_point t0);
     void reserve(int count);
-    void check_params(const std::vector<float>& v, const char* what) const;
 
     Network net_;
     std::string variant_;

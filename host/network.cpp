@@ -144,6 +144,12 @@ uint64_t Network::hash() const {
     return h;
 }
 
+void check_param_count(const Network& net, const std::vector<float>& v, const char* what) {
+    if (v.size() != net.param_count)
+        throw Error(std::string(what) + " has " + std::to_string(v.size()) + " values, the network needs " +
+                    std::to_string(net.param_count));
+}
+
 std::vector<float> init_params(const Network& net, uint64_t seed) {
     std::vector<float> p(net.param_count, 0.0f);
     Rng rng(seed);

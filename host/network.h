@@ -80,6 +80,9 @@ Network lenet5_network();
 // LeCun's Table I: c3_table()[o][i] != 0 when C3 map o reads S2 map i.
 std::vector<std::vector<int>> c3_table();
 
+// Throws Error unless `v` (named `what` in the message) has one value per parameter.
+void check_param_count(const Network& net, const std::vector<float>& v, const char* what);
+
 // Seeded initialisation, identical for every variant: weights uniform in
 // +-sqrt(3 / fan_in) (variance 1/fan_in, LeCun's rule for tanh), subsampling
 // coefficients 1/(K*K) (a plain average), biases 0.

@@ -438,47 +438,39 @@ void OpenCLEngine::upload(Split split, const Dataset& data) {
     });
 }
 
-void OpenCLEngine::check_size(const std::vector<float>& v, const char* what) const {
-    if (v.size() != net_.param_count)
-        throw Error(std::string(what) + " has " + std::to_string(v.size()) + " values, the network needs " +
-                    std::to_string(net_.param_count));
+void OpenCLEngine::write_flat(const cl::Buffer& buffer, const std::vector<float>& values) {
+    const auto device = layout_.to_device(values);
+    write(buffer, device.data(), device.size() * sizeof(float));
+}
+
+std::vector<float> OpenCLEngine::read_flat(const cl::Buffer& buffer) {
+    std::vector<float> device(layout_.size());
+    read(buffer, device.data(), device.size() * sizeof(float));
+    return layout_.to_host(device);
 }
 
 void OpenCLEngine::set_params(const std::vector<float>& params) {
-    check_size(params, "parameter buffer");
+    check_param_count(net_, params, "parameter buffer");
     cl_checked([&] {
-        const auto device = layout_.to_device(params);
-        write(params_, device.data(), device.size() * sizeof(float));
-        queue_.enqueueFillBuffer(velocity_, 0.0f, 0, device.size() * sizeof(float));
+        write_flat(params_, params);
+        queue_.enqueueFillBuffer(velocity_, 0.0f, 0, layout_.size() * sizeof(float));
         // NaN in every gradient (zero in the padding, which the update reads too).
-        const auto poison = layout_.to_device(std::vector<float>(net_.param_count, std::numeric_limits<float>::quiet_NaN()));
-        write(grads_, poison.data(), poison.size() * sizeof(float));
+        write_flat(grads_, std::vector<float>(net_.param_count, std::numeric_limits<float>::quiet_NaN()));
         poison_activations();
     });
 }
 
 std::vector<float> OpenCLEngine::params() {
-    return cl_checked([&] {
-        std::vector<float> device(layout_.size());
-        read(params_, device.data(), device.size() * sizeof(float));
-        return layout_.to_host(device);
-    });
+    return cl_checked([&] { return read_flat(params_); });
 }
 
 void OpenCLEngine::set_momentum_buffer(const std::vector<float>& velocity) {
-    check_size(velocity, "momentum buffer");
-    cl_checked([&] {
-        const auto device = layout_.to_device(velocity);
-        write(velocity_, device.data(), device.size() * sizeof(float));
-    });
+    check_param_count(net_, velocity, "momentum buffer");
+    cl_checked([&] { write_flat(velocity_, velocity); });
 }
 
 std::vector<float> OpenCLEngine::momentum_buffer() {
-    return cl_checked([&] {
-        std::vector<float> device(layout_.size());
-        read(velocity_, device.data(), device.size() * sizeof(float));
-        return layout_.to_host(device);
-    });
+    return cl_checked([&] { return read_flat(velocity_); });
 }
 
 void OpenCLEngine::set_order(const std::vector<int32_t>& order) {
@@ -596,11 +588,7 @@ std::vector<float> OpenCLEngine::layer_output(size_t layer) {
 }
 
 std::vector<float> OpenCLEngine::gradients() {
-    return cl_checked([&] {
-        std::vector<float> device(layout_.size());
-        read(grads_, device.data(), device.size() * sizeof(float));
-        return layout_.to_host(device);
-    });
+    return cl_checked([&] { return read_flat(grads_); });
 }
 
 std::unique_ptr<Engine> make_opencl_engine(const Network& net, const std::string& variant, int device) {

@@ -89,7 +89,9 @@ private:
         cl::Buffer labels;  // [count] bytes
     };
 
-    void check_size(const std::vector<float>& v, const char* what) const;
+    // A flat parameter-layout buffer (params, velocity) to and from the device layout.
+    void write_flat(const cl::Buffer& buffer, const std::vector<float>& values);
+    std::vector<float> read_flat(const cl::Buffer& buffer);
     void build_programs();
     void plan_layers();
     void plan_batch(int capacity);

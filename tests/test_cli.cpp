@@ -8,11 +8,9 @@
 
 namespace {
 
-using lenet5::test::run_cli;
 using lenet5::test::slurp;
 using Result = lenet5::test::CliResult;
-
-Result run(const std::string& args) { return run_cli(args); }
+constexpr auto& run = lenet5::test::run_cli;
 
 void expect_usage_error(const std::string& args, const std::string& mentions) {
     const Result r = run(args);

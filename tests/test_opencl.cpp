@@ -139,7 +139,7 @@ namespace {
 using test::CliResult;
 using test::slurp;
 
-CliResult run_binary(const std::string& args) { return test::run_cli(args); }
+constexpr auto& run_binary = test::run_cli;
 
 // A tiny MNIST folder (IDX files, 3 images each), so the CLI gets as far as choosing the device.
 std::string tiny_mnist_dir() {
