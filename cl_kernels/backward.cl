@@ -1,111 +1,18 @@
-// Backward kernels (compiled after common.h). Per layer: one launch for the weight and bias
-// gradients (summed over the batch in a fixed order) and, except for the first layer, one for
-// the previous layer's delta. Both read this layer's delta; the gradients are overwritten.
+// Backward kernels of the fully connected layers (compiled after common.h; conv_pool.cl has the
+// convolutions and subsamplings). Per layer: one launch for the weight and bias gradients (summed
+// over the batch in a fixed order) and, except for the first layer, one for the previous layer's
+// delta. Both read this layer's delta; the gradients are overwritten.
 
-// The weight gradients of convolutions and subsamplings take two launches: stage 1 (per layer)
-// sums over chunks of `chunk` samples into partial [chunks][n], at the parameters' offsets within
-// a run of such layers in the device layout; stage 2 (sum_partials, once per run) adds the chunks
-// in order. The chunks make enough work-groups, and each group reads its maps once for all taps.
-
-// Stage 1 for a convolution. in [count][IC][IH][IW], delta [count][OC][OH][OW] -> partial: chunk c's
-// sum for weight (j, ky, kx) at c*n + w_at + (j*K + ky)*K + kx, for bias o at c*n + b_at + o.
-// conn_begin [OC+1], conn_out, conn_in [nconn]: network.h's lists.
-// NDRange (nconn * chunks * REDUCE), work-group REDUCE: group (j, c) = (g % nconn, g / nconn). Its
-// items are (tap, lane): taps 0..K*K-1 are the weights of connection j, tap K*K the bias of its
-// output map (summed by the map's first connection); the lanes split the output positions.
-// scratch: gpu-local __local [REDUCE], otherwise __global [groups * REDUCE]. gpu-local stages
-// each sample's delta and input map in `tile` (OH*OW + IH*IW floats).
-__kernel __attribute__((reqd_work_group_size(REDUCE, 1, 1))) void conv_weight_partials(
-    __global const float* in, __global const float* delta, __global float* partial, int n, int w_at, int b_at,
-    __global const int* conn_begin, __global const int* conn_out, __global const int* conn_in, int IC, int IH,
-    int IW, int OC, int OH, int OW, int k_arg, int nconn, int count, int chunk,
-    SCRATCH float* scratch LOCAL_TILE_ARG) {
-    const int K = CONV_WINDOW(k_arg), taps = K * K + 1, lanes = REDUCE / taps;
-    const int g = (int)get_group_id(0), lid = (int)get_local_id(0), t = lid % taps, lane = lid / taps;
-    const int j = g % nconn, c = g / nconn, o = conn_out[j], i = conn_in[j], P = OH * OW;
-    const bool bias = t == K * K, active = lane < lanes && (!bias || conn_begin[o] == j);
-    const int window = bias ? 0 : t / K * IW + t % K;  // tap (ky, kx) within the input map
-    float v = 0.0f;
-    for (int s = c * chunk; s < min(count, (c + 1) * chunk); ++s) {
-#ifdef MEM_LOCAL
-        __local float* d = tile;
-        __local float* x = tile + P;
-        barrier(CLK_LOCAL_MEM_FENCE);  // the previous sample's maps are no longer read
-        copy_to_local(d, delta + ((size_t)s * OC + o) * P, P);
-        copy_to_local(x, in + ((size_t)s * IC + i) * IH * IW, IH * IW);
-        barrier(CLK_LOCAL_MEM_FENCE);
-#else
-        __global const float* d = delta + ((size_t)s * OC + o) * P;
-        __global const float* x = in + ((size_t)s * IC + i) * IH * IW;
-#endif
-        // Output (y, x) pairs with input (y + ky, x + kx), at p + y*(IW - OW) + window.
-#define WEIGHT_TERM(p) (d[p] * x[(p) + (p) / OW * (IW - OW) + window])
-#define BIAS_TERM(p) d[p]
-        if (active) {
-            if (bias) SUM_STRIDED(v, lane, lanes, P, BIAS_TERM);
-            else SUM_STRIDED(v, lane, lanes, P, WEIGHT_TERM);
-        }
-    }
-    v = tap_sum(GROUP_SCRATCH(scratch), v, taps, lanes);
-    if (lid < taps && active) {
-        __global float* out = partial + (size_t)c * n;
-        if (bias) out[b_at + o] = v;
-        else out[w_at + j * K * K + t] = v;
-    }
-}
-
-// Stage 1 for a KxK subsampling. in [count][C][IH][IW], delta [count][C][OH][OW] -> partial: chunk
-// ch's sum for coef[c] at ch*n + w_at + c, for bias[c] at ch*n + b_at + c.
-// NDRange (C * chunks * REDUCE), work-group REDUCE: group (c, ch) = (g % C, g / C); its items are
-// (tap, lane) with tap 0 the coefficient and tap 1 the bias. scratch and tile as for
-// conv_weight_partials.
-__kernel __attribute__((reqd_work_group_size(REDUCE, 1, 1))) void subsample_weight_partials(
-    __global const float* in, __global const float* delta, __global float* partial, int n, int w_at, int b_at,
-    int C, int IH, int IW, int OH, int OW, int K, int count, int chunk, SCRATCH float* scratch LOCAL_TILE_ARG) {
-    const int taps = 2, lanes = REDUCE / taps;
-    const int g = (int)get_group_id(0), lid = (int)get_local_id(0), t = lid % taps, lane = lid / taps;
-    const int c = g % C, ch = g / C, P = OH * OW;
-    float v = 0.0f;
-    for (int s = ch * chunk; s < min(count, (ch + 1) * chunk); ++s) {
-#ifdef MEM_LOCAL
-        __local float* d = tile;
-        __local float* x = tile + P;
-        barrier(CLK_LOCAL_MEM_FENCE);  // the previous sample's maps are no longer read
-        copy_to_local(d, delta + ((size_t)s * C + c) * P, P);
-        copy_to_local(x, in + ((size_t)s * C + c) * IH * IW, IH * IW);
-        barrier(CLK_LOCAL_MEM_FENCE);
-#else
-        __global const float* d = delta + ((size_t)s * C + c) * P;
-        __global const float* x = in + ((size_t)s * C + c) * IH * IW;
-#endif
-        if (t == 0) {
-            for (int p = lane; p < P; p += lanes) {
-                const int y = p / OW, xo = p - y * OW;
-                float sum = 0.0f;  // the KxK window under output (y, xo)
-                for (int ky = 0; ky < K; ++ky)
-                    for (int kx = 0; kx < K; ++kx) sum += x[(y * K + ky) * IW + xo * K + kx];
-                v += d[p] * sum;
-            }
-        } else {
-            SUM_STRIDED(v, lane, lanes, P, BIAS_TERM);
-        }
-    }
-    v = tap_sum(GROUP_SCRATCH(scratch), v, taps, lanes);
-    if (lid < taps) partial[(size_t)ch * n + (t == 0 ? w_at : b_at) + c] = v;
-}
-#undef WEIGHT_TERM
-#undef BIAS_TERM
-
-// Stage 2: grads[begin + q] = sum over the chunks c (in order) of partial[c*n + q].
+// The gradients of a run of conv + subsample pairs: grads[begin + q] = sum over the samples s
+// (in order) of partial[s*n + q], the samples' shares written by conv_pool_backward.
 // NDRange (round_up(n, WG)): one item per parameter of the run (n: its span in the device layout).
-__kernel void sum_partials(__global const float* partial, int n, int count, int chunk, __global float* grads,
-                           int begin) {
+__kernel void sum_partials(__global const float* partial, int n, int count, __global float* grads, int begin) {
     const int q = (int)get_global_id(0);
     if (q >= n) return;
     float sum = 0.0f;
-#define CHUNK_TERM(c) partial[(size_t)(c) * n + q]
-    SUM_STRIDED(sum, 0, 1, (count + chunk - 1) / chunk, CHUNK_TERM);
-#undef CHUNK_TERM
+#define SAMPLE_TERM(s) partial[(size_t)(s) * n + q]
+    SUM_STRIDED(sum, 0, 1, count, SAMPLE_TERM);
+#undef SAMPLE_TERM
     grads[begin + q] = sum;
 }
 
@@ -167,64 +74,6 @@ __kernel void fc_backward_weights(__global const float* in,
     if (o < O && i == 0) gb[o] = vb;
 }
 #endif
-
-// The previous layer's delta through a convolution:
-// d_prev[s][i][y][x] = act'(prev_out[s][i][y][x]) * sum over the connections j reading map i and
-// the (ky, kx) with (y-ky, x-kx) inside the output of delta[s][conn_out[j]][y-ky][x-kx] * W[j][ky][kx].
-// delta [count][OC][OH][OW], W [nconn][K][K], prev_out [count][IC][IH][IW] -> d_prev (same shape).
-// in_begin [IC+1], in_conn [nconn]: the connections reading input map i are
-// in_conn[in_begin[i] .. in_begin[i+1]) (the inverse of network.h's lists, built by the host).
-// NDRange (round_up(IC*IH*IW, WG), count), work-group (WG, 1): one item per input element.
-// gpu-local: the group first stages its sample's delta and the weights in `tile`
-// (OC*OH*OW + nconn*K*K floats).
-__kernel void conv_backward_input(__global const float* delta, WEIGHTS const float* W,
-                                  __global const float* prev_out, int prev_act, __global float* d_prev,
-                                  __global const int* in_begin, __global const int* in_conn,
-                                  __global const int* conn_out, int IC, int IH, int IW, int OC, int OH, int OW,
-                                  int k_arg, int nconn LOCAL_TILE_ARG) {
-    const int e = (int)get_global_id(0), s = (int)get_global_id(1);
-    const int K = CONV_WINDOW(k_arg), out_size = OC * OH * OW;
-#ifdef MEM_LOCAL
-    __local float* dl = tile;
-    __local float* w = dl + out_size;
-    copy_to_local(dl, delta + (size_t)s * out_size, out_size);
-    copy_to_local(w, W, nconn * K * K);
-    barrier(CLK_LOCAL_MEM_FENCE);
-#else
-    __global const float* dl = delta + (size_t)s * out_size;
-    WEIGHTS const float* w = W;
-#endif
-    const int in_size = IC * IH * IW;
-    if (e >= in_size) return;
-    const int i = e / (IH * IW), y = e / IW % IH, x = e % IW;
-    float sum = 0.0f;
-    for (int c = in_begin[i]; c < in_begin[i + 1]; ++c) {
-        const int j = in_conn[c];
-        const int at = (conn_out[j] * OH + y) * OW + x;  // delta[o][y][x]; the term is at - ky*OW - kx
-        for (int ky = 0; ky < K; ++ky) {
-            if (y - ky < 0 || y - ky >= OH) continue;
-            for (int kx = 0; kx < K; ++kx)
-                if (x - kx >= 0 && x - kx < OW) sum += dl[at - ky * OW - kx] * w[(j * K + ky) * K + kx];
-        }
-    }
-    const size_t at = (size_t)s * in_size + e;
-    d_prev[at] = activation_grad(prev_act, prev_out[at]) * sum;
-}
-
-// The previous layer's delta through a KxK subsampling:
-// d_prev[s][c][y][x] = act'(prev_out[s][c][y][x]) * coef[c] * delta[s][c][y/K][x/K].
-// delta [count][C][OH][OW], coef [C], prev_out [count][C][IH][IW] -> d_prev (same shape).
-// NDRange (round_up(C*IH*IW, WG), count): one item per input element.
-__kernel void subsample_backward_input(__global const float* delta, WEIGHTS const float* coef,
-                                       __global const float* prev_out, int prev_act, __global float* d_prev,
-                                       int C, int IH, int IW, int OH, int OW, int K) {
-    const int e = (int)get_global_id(0), s = (int)get_global_id(1);
-    if (e >= C * IH * IW) return;
-    const int c = e / (IH * IW), y = e / IW % IH, x = e % IW;
-    const size_t at = (size_t)s * C * IH * IW + e;
-    const float d = delta[(((size_t)s * C + c) * OH + y / K) * OW + x / K];
-    d_prev[at] = activation_grad(prev_act, prev_out[at]) * coef[c] * d;
-}
 
 #ifndef MEM_LOCAL
 // The previous layer's delta through a fully connected layer:

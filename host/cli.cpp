@@ -40,6 +40,8 @@ std::string help_text() {
            "  --json FILE      also write the run as JSON\n"
            "  --save FILE      write a checkpoint after every epoch and when interrupted\n"
            "  --resume FILE    continue from a checkpoint (its seed and momentum carry on)\n"
+           "  --kernel-profile after training, print every OpenCL kernel's launches per step\n"
+           "                   and device time (slows the epoch: each launch carries an event)\n"
            "\n"
            "eval options: --model FILE, --variant, --device, --test-limit, --data, --json as above\n"
            "\n"
@@ -145,6 +147,7 @@ Command parse_command_line(const std::vector<std::string>& args) {
             else if (flag == "--train-limit") t.train_limit = parse_count(flag, r.value(flag), 1);
             else if (flag == "--save") t.save_path = r.value(flag);
             else if (flag == "--resume") t.resume_path = r.value(flag);
+            else if (flag == "--kernel-profile") t.kernel_profile = true;
             else throw UsageError("unknown option '" + flag + "' for train (try `lenet5 --help`)");
         } else if (cmd.kind == Command::Kind::Eval) {
             if (parse_common(flag, r, e.engine, e.data_dir, e.json_path, e.test_limit)) continue;

@@ -17,6 +17,13 @@ struct PhaseTimes {
     double forward_ms = 0, backward_ms = 0, update_ms = 0, transfer_ms = 0;
 };
 
+// One kernel's share of the device time since the last take_kernel_times().
+struct KernelTime {
+    std::string name;
+    int64_t launches = 0;
+    double ms = 0;
+};
+
 // Summed since the last take_counters(): over the samples of every forward().
 struct Counters {
     double loss_sum = 0;  // sum of per-sample cross-entropy
@@ -56,6 +63,12 @@ public:
 
     virtual Counters take_counters() = 0;  // waits for the queued work
     virtual PhaseTimes take_times() = 0;
+
+    // Per-kernel profiling (OpenCL): after profile_kernels(), every launch carries an event and
+    // take_kernel_times() returns each kernel's launches and device time, in first-launch order.
+    // It costs host time per launch, so it is off unless asked for. Host engines have no kernels.
+    virtual void profile_kernels() {}
+    virtual std::vector<KernelTime> take_kernel_times() { return {}; }
 
     // For tests: the last forward's output of layer `layer` ([count][out.size()],
     // pre-softmax logits for the last layer), and the last backward's gradients.

@@ -48,6 +48,7 @@ int run_train(const TrainOptions& options) {
     observer.stop_requested = [] { return static_cast<int>(g_signal); };
     const TrainResult result = train(options, observer);
     bar.clear();
+    if (options.kernel_profile) print_kernel_profile(std::cout, result.epochs);
     if (!options.json_path.empty()) write_file_atomic(options.json_path, train_report_json(result, options));
     if (result.stopped_by) {
         std::cerr << "lenet5: interrupted by " << (result.stopped_by == SIGINT ? "SIGINT" : "SIGTERM") << " in epoch "

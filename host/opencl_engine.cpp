@@ -66,9 +66,6 @@ OpenCLEngine::OpenCLEngine(Network net, MemoryVariant memory, const OpenCLDevice
         tile_ = 16;
         while (tile_ > 1 && (tile_ * tile_ > max_group || tile_ > item_sizes[0] || tile_ > item_sizes[1])) tile_ /= 2;
         sample_group_ = std::min<size_t>(wg_, 64);
-        // One sample per chunk gives a GPU the most work-groups (measured best on an H200); a CPU's
-        // few cores want fewer, larger ones.
-        chunk_ = device_.is_gpu ? 1 : 16;
         local_mem_ = dev.getInfo<CL_DEVICE_LOCAL_MEM_SIZE>();
         layers_.assign(net_.layers.size(), Layer{});
         build_programs();
@@ -116,10 +113,9 @@ void OpenCLEngine::build_programs() {
                                                             : "";
     program_ = build(memory);
     // A compiled kernel may allow smaller groups than the device (NVIDIA: 256 for every kernel);
-    // the reductions need exactly REDUCE items, so build again with what they allow.
-    size_t allowed = reduce_;
-    for (const char* name : {"conv_weight_partials", "subsample_weight_partials"})
-        allowed = std::min(allowed, floor_pow2(cl::Kernel(program_, name).getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(dev)));
+    // conv_pool_backward needs exactly REDUCE items, so build again with what it allows.
+    const size_t allowed =
+        floor_pow2(cl::Kernel(program_, "conv_pool_backward").getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(dev));
     if (allowed < reduce_) {
         reduce_ = allowed;
         program_ = build(memory);
@@ -151,7 +147,15 @@ void OpenCLEngine::plan_layers() {
         d.gW = sub_buffer(grads_, layout_.weights(k));
         d.gb = sub_buffer(grads_, layout_.bias(k));
         if (d.fc) continue;
-        if (l.kind == LayerKind::Conv) {
+        // A convolution runs fused with the subsampling after it (conv_pool.cl).
+        const bool pair_conv = l.kind == LayerKind::Conv && k + 1 < net_.layers.size() &&
+                               net_.layers[k + 1].kind == LayerKind::Subsample;
+        const bool pair_pool = l.kind == LayerKind::Subsample && k > 0 && layers_[k - 1].pair_conv;
+        if (!pair_conv && !pair_pool)
+            throw Error("the OpenCL variants run each convolution fused with a subsampling right after it; layer " +
+                        l.name + " is not part of such a pair");
+        d.pair_conv = pair_conv;
+        if (pair_conv) {
             // The inverse of network.h's lists: the connections reading each input map, in order.
             std::vector<int32_t> in_begin, in_conn;
             for (int i = 0; i < l.in.c; ++i) {
@@ -160,14 +164,6 @@ void OpenCLEngine::plan_layers() {
                     if (l.conn_in[static_cast<size_t>(j)] == i) in_conn.push_back(j);
             }
             in_begin.push_back(static_cast<int32_t>(in_conn.size()));
-            for (int o = 0; o < l.out.c; ++o)  // its first connection sums each map's bias gradient
-                if (l.conn_begin[static_cast<size_t>(o)] == l.conn_begin[static_cast<size_t>(o) + 1])
-                    throw Error("layer " + l.name + ": output map " + std::to_string(o) + " reads no input map");
-            // conv_weight_partials gives every weight of a connection, and the bias, an item.
-            if (static_cast<size_t>(l.kernel * l.kernel + 1) > reduce_)
-                throw Error(variant() + ": layer " + l.name + " needs work-groups of " +
-                            std::to_string(l.kernel * l.kernel + 1) + " items for its weight gradients; " +
-                            device_.name + " allows " + std::to_string(reduce_));
             d.conn_begin = int_buffer(context_, l.conn_begin);
             d.conn_in = int_buffer(context_, l.conn_in);
             d.conn_out = int_buffer(context_, l.conn_out);
@@ -183,6 +179,7 @@ void OpenCLEngine::plan_layers() {
     const size_t n = layout_.size();
     update_ = {kernel(program_, "sgd_momentum", params_, velocity_, grads_, to_int(n), 0.0f, 0.0f, 0.0f),
                {round_up(n, wg_), 1}, {wg_, 1}};
+    update_.label = "params sgd_momentum";
 }
 
 template <class... Args>
@@ -214,7 +211,7 @@ void OpenCLEngine::plan_batch(int capacity) {
     poison_activations();
 
     const bool local = memory_ == MemoryVariant::Local;
-    const size_t T = tile_, sg = sample_group_, chunks = (cap + chunk_ - 1) / chunk_;
+    const size_t T = tile_, sg = sample_group_;
     // The NDRange shapes. per_element: (round_up(n, WG), count), one item per element of a sample.
     // per_sample: (round_up(count, sg), n), samples along dimension 0. tiled: (round_up(n, TILE),
     // round_up(count, TILE)) in TILE x TILE groups. fixed: independent of the batch.
@@ -230,17 +227,13 @@ void OpenCLEngine::plan_batch(int capacity) {
     auto fixed = [&](cl::Kernel k, std::array<size_t, 2> global, std::array<size_t, 2> group, int count_arg) {
         return Launch{std::move(k), global, group, -1, 1, 1, count_arg};
     };
-    // Stage 1 of a two-stage weight gradient: `groups` work-groups of REDUCE items per chunk of samples,
-    // with their reduction scratch: __local in gpu-local, else a __global slice per group.
-    size_t scratch_groups = 1;
-    for (const auto& l : net_.layers)
-        if (l.kind == LayerKind::Conv || l.kind == LayerKind::Subsample)
-            scratch_groups = std::max(scratch_groups, static_cast<size_t>(std::max(l.connections(), l.out.c)) * chunks);
-    if (!local) scratch_ = cl::Buffer(context_, CL_MEM_READ_WRITE, scratch_groups * reduce_ * sizeof(float));
-    auto partials = [&](cl::Kernel k, size_t groups, cl_uint scratch_index, int count_arg) {
+    // conv_pool_backward: a work-group of REDUCE items per sample, with its reduction scratch:
+    // __local in gpu-local, else a __global slice per sample.
+    if (!local) scratch_ = cl::Buffer(context_, CL_MEM_READ_WRITE, cap * reduce_ * sizeof(float));
+    auto per_sample_group = [&](cl::Kernel k, cl_uint scratch_index) {
         if (local) k.setArg(scratch_index, cl::Local(reduce_ * sizeof(float)));
         else k.setArg(scratch_index, scratch_);
-        return Launch{std::move(k), {1, 1}, {reduce_, 1}, 0, chunk_, groups * reduce_, count_arg};
+        return Launch{std::move(k), {1, 1}, {reduce_, 1}, 0, 1, reduce_, -1};
     };
 
     // The data set, rows and first are set by forward().
@@ -248,11 +241,10 @@ void OpenCLEngine::plan_batch(int capacity) {
                                  net_.input.size(), batch_in_, batch_labels_),
                           static_cast<size_t>(net_.input.size()));
     for (auto& run : runs_) {
-        const size_t bytes = chunks * run.n * sizeof(float);
+        const size_t bytes = cap * run.n * sizeof(float);
         run.partial = cl::Buffer(context_, CL_MEM_READ_WRITE, bytes);
         queue_.enqueueFillBuffer(run.partial, 0.0f, 0, bytes);
-        run.sum = fixed(kernel(program_, "sum_partials", run.partial, to_int(run.n), 0, to_int(chunk_), grads_,
-                               to_int(run.begin)),
+        run.sum = fixed(kernel(program_, "sum_partials", run.partial, to_int(run.n), 0, grads_, to_int(run.begin)),
                         {round_up(run.n, wg_), 1}, {wg_, 1}, 2);
         check_fits(run.sum, net_.layers[run.last].name);
     }
@@ -288,58 +280,61 @@ void OpenCLEngine::plan_batch(int capacity) {
                     kernel(program, "fc_backward_input", delta, d.W, acts_[k - 1], prev_act, deltas_[k - 1], I, O, 0);
                 d.input = local ? tiled(input, in_size, 7) : per_sample(input, in_size, 7);
             }
-        } else {
+        } else if (d.pair_conv) {
+            // The pair: this convolution and the subsampling after it (layer k + 1), which has no
+            // launches of its own.
+            const LayerSpec& pool = net_.layers[k + 1];
+            const Layer& p = layers_[k + 1];
             const Run& run = runs_[static_cast<size_t>(d.run)];
-            const int w_at = to_int(layout_.weights(k).device - run.begin), b_at = to_int(layout_.bias(k).device - run.begin);
-            if (l.kind == LayerKind::Conv) {
-                const int nconn = l.connections();
-                d.forward = per_element(kernel(program, "conv_forward", in, d.W, d.b, out, d.conn_begin, d.conn_in, IC, IH,
-                                               IW, OC, OH, OW, K, act),
-                                        out_size);
-                d.weights = partials(kernel(program, "conv_weight_partials", in, delta, run.partial, to_int(run.n), w_at,
-                                            b_at, d.conn_begin, d.conn_out, d.conn_in, IC, IH, IW, OC, OH, OW, K, nconn,
-                                            0, to_int(chunk_)),
-                                     static_cast<size_t>(nconn), 19, 17);
-                if (local) d.weights.kernel.setArg(20, cl::Local((out_size / OC + in_size / IC) * sizeof(float)));
-                if (k)
-                    d.input = per_element(kernel(program, "conv_backward_input", delta, d.W, acts_[k - 1], prev_act,
-                                                 deltas_[k - 1], d.in_begin, d.in_conn, d.conn_out, IC, IH, IW, OC, OH,
-                                                 OW, K, nconn),
-                                          in_size);
-                if (local) {
-                    // The staged tiles: the sample's input and all weights and biases (forward), the
-                    // sample's delta and all weights (input gradient).
-                    d.forward.kernel.setArg(14, cl::Local((in_size + l.weight_count + l.bias_count) * sizeof(float)));
-                    if (k) d.input.kernel.setArg(16, cl::Local((out_size + l.weight_count) * sizeof(float)));
-                }
-            } else {
-                d.forward = per_element(
-                    kernel(program, "subsample_forward", in, d.W, d.b, out, OC, IH, IW, OH, OW, K, act), out_size);
-                d.weights = partials(kernel(program, "subsample_weight_partials", in, delta, run.partial, to_int(run.n),
-                                            w_at, b_at, OC, IH, IW, OH, OW, K, 0, to_int(chunk_)),
-                                     static_cast<size_t>(OC), 14, 12);
-                if (local) d.weights.kernel.setArg(15, cl::Local((out_size + in_size) / OC * sizeof(float)));
-                if (k)
-                    d.input = per_element(kernel(program, "subsample_backward_input", delta, d.W, acts_[k - 1], prev_act,
-                                                 deltas_[k - 1], OC, IH, IW, OH, OW, K),
-                                          in_size);
+            auto at = [&](const DeviceLayout::Block& block) { return to_int(block.device - run.begin); };
+            const int nconn = l.connections(), PK = pool.kernel, PH = pool.out.h, PW = pool.out.w;
+            const int pool_act = act_code(pool.activation);
+            d.forward = per_element(kernel(program, "conv_pool_forward", in, d.W, d.b, p.W, p.b, out, acts_[k + 1],
+                                           d.conn_begin, d.conn_in, IC, IH, IW, OC, OH, OW, K, act, PK, PH, PW, pool_act),
+                                    static_cast<size_t>(pool.out.size()));
+            d.weights = per_sample_group(
+                kernel(program, "conv_pool_backward", in, out, deltas_[k + 1], d.W, p.W, delta, run.partial, to_int(run.n),
+                       at(layout_.weights(k)), at(layout_.bias(k)), at(layout_.weights(k + 1)), at(layout_.bias(k + 1)),
+                       d.conn_out, d.conn_in, d.in_begin, d.in_conn, IC, IH, IW, OC, OH, OW, K, nconn, act, PK, PH, PW,
+                       prev_act, k ? 1 : 0, k ? deltas_[k - 1] : delta),
+                31);
+            if (local) {
+                // The staged tiles: the sample's input, the weights and biases (forward); the sample's
+                // input and convolution delta, and the weights (backward).
+                d.forward.kernel.setArg(21, cl::Local((in_size + l.weight_count + l.bias_count) * sizeof(float)));
+                d.weights.kernel.setArg(32, cl::Local((in_size + out_size + l.weight_count) * sizeof(float)));
             }
+        } else {
+            continue;  // the subsampling of a pair
         }
         check_fits(d.forward, l.name);
         check_fits(d.weights, l.name);
-        if (k) check_fits(d.input, l.name);
+        if (d.fc && k) check_fits(d.input, l.name);
     }
-    // A step: gather, every layer forward; from the last layer down, its weight gradients (or
-    // their partial sums) and the previous layer's delta, which the next layer down reads; then
-    // the partial sums added up.
+    // A step: gather, every layer (or pair) forward; from the last layer down, its weight gradients
+    // (for a pair: the samples' shares) and the previous layer's delta, which the next layer down
+    // reads; then the samples' shares added up.
+    auto has = [](const Launch& launch) { return launch.kernel() != nullptr; };
     forward_launches_ = {&gather_};
-    for (auto& layer : layers_) forward_launches_.push_back(&layer.forward);
+    for (auto& layer : layers_)
+        if (has(layer.forward)) forward_launches_.push_back(&layer.forward);
     backward_launches_.clear();
     for (size_t k = layers_.size(); k-- > 0;) {
-        backward_launches_.push_back(&layers_[k].weights);
-        if (k) backward_launches_.push_back(&layers_[k].input);
+        if (has(layers_[k].weights)) backward_launches_.push_back(&layers_[k].weights);
+        if (has(layers_[k].input)) backward_launches_.push_back(&layers_[k].input);
     }
     for (auto& run : runs_) backward_launches_.push_back(&run.sum);
+    // Labels for the per-kernel profile: the layer (or run) and the kernel.
+    auto label = [](Launch& launch, const std::string& owner) {
+        launch.label = owner + " " + launch.kernel.getInfo<CL_KERNEL_FUNCTION_NAME>();
+    };
+    label(gather_, "batch");
+    for (size_t k = 0; k < layers_.size(); ++k) {
+        const std::string name = net_.layers[k].name + (layers_[k].pair_conv ? "+" + net_.layers[k + 1].name : "");
+        for (Launch* launch : {&layers_[k].forward, &layers_[k].weights, &layers_[k].input})
+            if (has(*launch)) label(*launch, name);
+    }
+    for (auto& run : runs_) label(run.sum, net_.layers[run.last].name);
 }
 
 // Fails clearly, before any launch, when the device cannot run a launch's work-group.
@@ -371,9 +366,14 @@ void OpenCLEngine::enqueue(Launch& launch, int count, cl::Event* event) {
 
 void OpenCLEngine::enqueue_phase(Phase phase, const std::vector<Launch*>& launches, int count) {
     Span span{{}, {}, phase};
-    for (size_t i = 0; i < launches.size(); ++i)
-        enqueue(*launches[i], count, i == 0 ? &span.first : i + 1 == launches.size() ? &span.last : nullptr);
-    if (launches.size() == 1) span.last = span.first;
+    for (size_t i = 0; i < launches.size(); ++i) {
+        cl::Event event;
+        const bool edge = i == 0 || i + 1 == launches.size();
+        enqueue(*launches[i], count, profile_ || edge ? &event : nullptr);
+        if (i == 0) span.first = event;
+        if (i + 1 == launches.size()) span.last = event;
+        if (profile_) launch_events_.emplace_back(launches[i]->label, event);
+    }
     spans_.push_back(std::move(span));
 }
 
@@ -575,6 +575,23 @@ PhaseTimes OpenCLEngine::take_times() {
         }
         spans_.clear();
         return t;
+    });
+}
+
+std::vector<KernelTime> OpenCLEngine::take_kernel_times() {
+    return cl_checked([&] {
+        queue_.finish();
+        std::vector<KernelTime> times;
+        for (const auto& [label, event] : launch_events_) {
+            auto it = std::find_if(times.begin(), times.end(), [&](const KernelTime& t) { return t.name == label; });
+            if (it == times.end()) it = times.insert(times.end(), KernelTime{label, 0, 0.0});
+            const auto start = event.getProfilingInfo<CL_PROFILING_COMMAND_START>();
+            const auto end = event.getProfilingInfo<CL_PROFILING_COMMAND_END>();
+            it->launches += 1;
+            it->ms += static_cast<double>(end - start) * 1e-6;
+        }
+        launch_events_.clear();
+        return times;
     });
 }
 

@@ -1,11 +1,12 @@
 // The engine of the OpenCL variants. Everything stays on the device: both data sets
 // (converted once), the parameters, gradients, momentum and activations. A training step
-// is kernel launches only, 23 for LeNet-5. Forward: one gathering the batch, then one per
-// layer (the last fused with the softmax cross-entropy). Backward, from the last layer
-// down: its weight gradients (for conv and subsampling: per-sample partial sums) and the
-// previous layer's delta; then one launch adding up the partial sums. Update: one over
-// the flat buffer. Per epoch only the order goes up and the per-sample losses and hits
-// come back.
+// is kernel launches only, 16 for LeNet-5. Forward: one gathering the batch, one per
+// convolution + subsampling pair (C1+S2, C3+S4, fused), one per fully connected layer (the
+// last fused with the softmax cross-entropy). Backward, from the last layer down: a fully
+// connected layer's weight gradients and the previous layer's delta; a pair's in one launch
+// with a work-group per sample (its share of the pair's gradients, and the previous delta);
+// then one launch adding up the samples' shares. Update: one over the flat buffer. Per
+// epoch only the order goes up and the per-sample losses and hits come back.
 #pragma once
 #include <array>
 #include <string>
@@ -47,6 +48,8 @@ public:
 
     Counters take_counters() override;
     PhaseTimes take_times() override;
+    void profile_kernels() override { profile_ = true; }
+    std::vector<KernelTime> take_kernel_times() override;
 
     std::vector<float> layer_output(size_t layer) override;
     std::vector<float> gradients() override;
@@ -62,24 +65,26 @@ private:
         int batch_dim = -1;
         size_t batch_step = 1, batch_items = 1;
         int count_arg = -1;  // the argument that takes the batch count, if any
+        std::string label{};  // "<layer> <kernel>", for the per-kernel profile
     };
 
     // A layer's device state: parameter and gradient sub-buffers, connection lists, launches.
     struct Layer {
         bool fc = false;              // fully connected, or a conv that is one (see the .cpp)
         bool weights_global = false;  // gpu-constant: too large for __constant, uses the __global build
-        int run = -1;                 // conv and subsampling: its run (see Run)
+        bool pair_conv = false;       // a convolution fused with the subsampling after it (conv_pool.cl)
+        int run = -1;                 // a pair's layers: their run (see Run)
         cl::Buffer W, b, gW, gb;
         cl::Buffer conn_begin, conn_in, conn_out, in_begin, in_conn;
         Launch forward, weights, input;
     };
 
-    // Consecutive conv/subsampling layers, whose weight gradients take two stages (backward.cl):
-    // their stage-1 launches write partial sums per chunk of samples, sum_partials adds them up.
+    // Consecutive conv + subsample pairs, whose gradients take two stages: conv_pool_backward
+    // writes each sample's share, sum_partials (one launch per run) adds them up.
     struct Run {
         size_t begin = 0, n = 0;  // the run's span of the device layout, in floats
         size_t last = 0;          // its last layer
-        cl::Buffer partial;       // [chunks][n], zero where no parameter is (the padding)
+        cl::Buffer partial;       // [capacity][n], zero where no parameter is (the padding)
         Launch sum;
     };
 
@@ -111,7 +116,6 @@ private:
     cl::Context context_;
     cl::CommandQueue queue_;
     size_t wg_ = 0, reduce_ = 0, tile_ = 0, sample_group_ = 0;  // work-group sizes (see the .cpp)
-    size_t chunk_ = 0;  // samples per chunk of the two-stage weight gradients
     cl_ulong local_mem_ = 0;
     cl::Program program_, global_program_;  // global_program_: gpu-constant's fallback build
     DeviceLayout layout_;
@@ -150,6 +154,9 @@ private:
         Phase phase;
     };
     std::vector<Span> spans_;
+    // profile_kernels(): every launch's event, by label, until take_kernel_times.
+    bool profile_ = false;
+    std::vector<std::pair<std::string, cl::Event>> launch_events_;
 };
 
 }  // namespace lenet5

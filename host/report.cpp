@@ -1,5 +1,6 @@
 #include "report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -23,6 +24,43 @@ void print_table_row(std::ostream& out, const EpochResult& r) {
                   r.times.forward_ms, r.times.backward_ms, r.times.update_ms, r.wall_ms, r.train_loss,
                   100.0 * r.test_accuracy);
     out << line << std::flush;
+}
+
+void print_kernel_profile(std::ostream& out, const std::vector<EpochResult>& epochs) {
+    std::vector<KernelTime> total;
+    int64_t steps = 0;
+    for (const auto& r : epochs) {
+        steps += r.steps;
+        for (const auto& k : r.kernels) {
+            auto it = std::find_if(total.begin(), total.end(), [&](const KernelTime& t) { return t.name == k.name; });
+            if (it == total.end()) it = total.insert(total.end(), KernelTime{k.name, 0, 0.0});
+            it->launches += k.launches;
+            it->ms += k.ms;
+        }
+    }
+    if (total.empty()) {
+        out << "kernel profile: this variant runs no OpenCL kernels\n";
+        return;
+    }
+    double all_ms = 0;
+    int64_t all_launches = 0;
+    for (const auto& k : total) {
+        all_ms += k.ms;
+        all_launches += k.launches;
+    }
+    const double per_step = steps ? 1.0 / static_cast<double>(steps) : 0.0;
+    char line[200];
+    out << "kernel profile over " << steps << " training steps (device time of each launch):\n"
+        << "kernel                                   launches/step   us/launch   us/step   share\n";
+    for (const auto& k : total) {
+        std::snprintf(line, sizeof line, "%-40s %13.2f %11.2f %9.2f %6.1f%%\n", k.name.c_str(),
+                      static_cast<double>(k.launches) * per_step, 1e3 * k.ms / static_cast<double>(k.launches),
+                      1e3 * k.ms * per_step, 100.0 * k.ms / all_ms);
+        out << line;
+    }
+    std::snprintf(line, sizeof line, "%-40s %13.2f %11s %9.2f %6.1f%%\n", "all", static_cast<double>(all_launches) * per_step,
+                  "", 1e3 * all_ms * per_step, 100.0);
+    out << line;
 }
 
 void print_eval(std::ostream& out, const EvalResult& r) {
@@ -83,6 +121,10 @@ std::string train_report_json(const TrainResult& result, const TrainOptions& o) 
         e["train_accuracy"] = r.train_accuracy;
         e["test_loss"] = r.test_loss;
         e["test_accuracy"] = r.test_accuracy;
+        if (!r.kernels.empty()) {
+            e["kernels"] = nlohmann::ordered_json::array();
+            for (const auto& k : r.kernels) e["kernels"].push_back({{"name", k.name}, {"launches", k.launches}, {"ms", k.ms}});
+        }
         j["epochs"].push_back(e);
     }
     j["final_test_accuracy"] = result.epochs.empty() ? 0.0 : result.epochs.back().test_accuracy;

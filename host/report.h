@@ -10,6 +10,8 @@ namespace lenet5 {
 void print_run_header(std::ostream& out, const RunInfo& info, const TrainOptions& options);
 void print_table_header(std::ostream& out);
 void print_table_row(std::ostream& out, const EpochResult& r);
+// --kernel-profile: each kernel's launches and device time per training step, over all epochs.
+void print_kernel_profile(std::ostream& out, const std::vector<EpochResult>& epochs);
 
 // `lenet5 eval`: accuracy, loss and the confusion matrix, as text and as JSON.
 void print_eval(std::ostream& out, const EvalResult& r);

@@ -78,6 +78,7 @@ TrainResult train(const TrainOptions& o, const TrainObserver& observer) {
     }
     // The engine first: a bad --variant or --device is reported before the data loads.
     auto engine = make_engine(net, opt.engine);
+    if (opt.kernel_profile) engine->profile_kernels();
     const std::string dir = resolve_data_dir(opt.data_dir);
     const Dataset train_set = load_mnist(dir, Split::Train, opt.train_limit);
     const Dataset test_set = load_mnist(dir, Split::Test, opt.test_limit);
@@ -121,6 +122,7 @@ TrainResult train(const TrainOptions& o, const TrainObserver& observer) {
     }
     for (int epoch = first_epoch; epoch <= opt.epochs; ++epoch) {
         engine->take_times();
+        engine->take_kernel_times();
         engine->take_counters();
         const auto t0 = Clock::now();
         Rng rng(epoch_rng_state(opt.seed, epoch));
@@ -155,6 +157,8 @@ TrainResult train(const TrainOptions& o, const TrainObserver& observer) {
         r.epoch = epoch;
         r.wall_ms = ms_since(t0);
         r.times = engine->take_times();
+        r.kernels = engine->take_kernel_times();
+        r.steps = steps - (epoch == first_epoch ? first_step : 0);
         r.train_loss = total.loss_sum / static_cast<double>(total.samples);
         r.train_accuracy = static_cast<double>(total.correct) / static_cast<double>(total.samples);
         save(epoch, 0);
@@ -164,6 +168,7 @@ TrainResult train(const TrainOptions& o, const TrainObserver& observer) {
         r.test_loss = test.loss;
         r.test_accuracy = test.accuracy;
         engine->take_times();  // the test pass is not part of the epoch's phases
+        engine->take_kernel_times();
         result.epochs.push_back(r);
         if (observer.on_epoch) observer.on_epoch(r);
     }

@@ -22,11 +22,14 @@ struct TrainOptions {
     int test_limit = 0;
     std::string data_dir;  // resolved by resolve_data_dir
     std::string json_path, save_path, resume_path;
+    bool kernel_profile = false;  // time every kernel launch (OpenCL variants)
 };
 
 struct EpochResult {
     int epoch = 0;
     PhaseTimes times;
+    std::vector<KernelTime> kernels;  // the training steps' kernels, with kernel_profile
+    int steps = 0;                    // training steps run in the epoch
     double wall_ms = 0;  // the epoch's training steps, host overhead included
     double eval_ms = 0;  // the test pass, timed apart
     double train_loss = 0, train_accuracy = 0;
