@@ -3,16 +3,17 @@
 // over the batch in a fixed order) and, except for the first layer, one for the previous layer's
 // delta. Both read this layer's delta; the gradients are overwritten.
 
-// The gradients of a run of conv + subsample pairs: grads[begin + q] = sum over the samples s
-// (in order) of partial[s*n + q], the samples' shares written by conv_pool_backward.
+// The gradients of a run of conv + subsample pairs: grads[begin + q] = sum over the chunks c of
+// `chunk` samples (in order) of partial[c*n + q], the chunks' shares written by conv_pool_backward.
 // NDRange (round_up(n, WG)): one item per parameter of the run (n: its span in the device layout).
-__kernel void sum_partials(__global const float* partial, int n, int count, __global float* grads, int begin) {
+__kernel void sum_partials(__global const float* partial, int n, int count, int chunk, __global float* grads,
+                           int begin) {
     const int q = (int)get_global_id(0);
     if (q >= n) return;
     float sum = 0.0f;
-#define SAMPLE_TERM(s) partial[(size_t)(s) * n + q]
-    SUM_STRIDED(sum, 0, 1, count, SAMPLE_TERM);
-#undef SAMPLE_TERM
+#define CHUNK_TERM(c) partial[(size_t)(c) * n + q]
+    SUM_STRIDED(sum, 0, 1, (count + chunk - 1) / chunk, CHUNK_TERM);
+#undef CHUNK_TERM
     grads[begin + q] = sum;
 }
 

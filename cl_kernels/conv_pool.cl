@@ -52,121 +52,144 @@ __kernel void conv_pool_forward(__global const float* in, WEIGHTS const float* W
     pool_out[(size_t)s * OC * PH * PW + e] = activate(pool_act, coef[o] * pooled + pool_bias[o]);
 }
 
-// The sum of the PK x PK window of map y (CW wide) under pooled output q (PW wide).
-inline float window_sum(__global const float* y, int q, int CW, int PW, int PK) {
-    const int py = q / PW, px = q - py * PW;
-    float sum = 0.0f;
-    for (int dy = 0; dy < PK; ++dy)
-        for (int dx = 0; dx < PK; ++dx) sum += y[(py * PK + dy) * CW + px * PK + dx];
-    return sum;
-}
-
-// Where the backward pass keeps a sample's input maps, convolution delta and weights: __local in
-// gpu-local, else __global (the input and weights where they are, the delta in `dconv`).
-#ifdef MEM_LOCAL
-#define STAGE __local
-#else
-#define STAGE __global
-#endif
-
-// Backward, one work-group (REDUCE items) per sample, from dpool [count][OC][PH][PW] (dLoss/d the
-// pool's pre-activation). In three passes separated by barriers:
-// 1. the convolution's delta: dconv[o][cy][cx] = act'(conv_out) * coef[o] * dpool[o][cy/PK][cx/PK];
-// 2. the sample's share of every parameter gradient of the pair ("taps": connection j's weight
-//    (ky, kx), then per map the conv bias, the pool coefficient, the pool bias), written to
-//    partial[s*n + at] (w_at, b_at, coef_at, pbias_at: where each kind starts); sum_partials
-//    adds the samples up in order. When there are fewer taps than items, `lanes` items share a tap
-//    and tap_sum adds their sums;
-// 3. unless has_prev is 0, the previous layer's delta: d_prev[i][y][x] = act'(in[i][y][x]) * sum
-//    over the connections j reading map i and the (ky, kx) inside the output of
-//    dconv[conn_out[j]][y-ky][x-kx] * W[j][ky][kx] (in_begin, in_conn: the connections reading
-//    each input map, built by the host).
-// NDRange (count * REDUCE), work-group REDUCE. scratch: gpu-local __local [REDUCE], otherwise
-// __global [count * REDUCE]. gpu-local stages in `tile` (IC*IH*IW + OC*CH*CW + connections*K*K floats).
+// Backward from dpool [count][OC][PH][PW] (dLoss/d the pool's pre-activation). The convolution's
+// delta is dconv[o][cy][cx] = act'(conv_out) * coef[o] * dpool[o][cy/PK][cx/PK].
+// NDRange (ceil(count / chunk) * G * REDUCE), G = OC + (has_prev ? IC : 0), work-group REDUCE:
+// group g works on the samples of chunk c = g / G (chunk samples from c * chunk), and r = g % G:
+// - r < OC: the chunk's share of the gradients of output map o = r ("taps": the weights (ky, kx)
+//   of its connections, then its conv bias, pool coefficient and pool bias), written to
+//   partial[c*n + at] (w_at, b_at, coef_at, pbias_at: where each kind starts in the run);
+//   sum_partials adds the chunks up in order. When there are fewer taps than items, `lanes`
+//   items share a tap and tap_sum adds their sums;
+// - r >= OC: the previous layer's delta on input map i = r - OC: d_prev[i][y][x] =
+//   act'(in[i][y][x]) * sum over the connections j reading map i and the (ky, kx) inside the
+//   output of dconv[conn_out[j]][y-ky][x-kx] * W[j][ky][kx] (in_begin, in_conn: the connections
+//   reading each input map, built by the host).
+// scratch: gpu-local __local [REDUCE], otherwise __global [chunks * G * REDUCE]. gpu-local first
+// stages what the group reads in `tile`: for taps, dconv, dpool * conv_out and dpool of map o and
+// the input maps of its connections; for d_prev, dconv of every map and the weights. The other
+// variants read __global memory (and __constant weights) and compute dconv where it is read.
 __kernel __attribute__((reqd_work_group_size(REDUCE, 1, 1))) void conv_pool_backward(
     __global const float* in, __global const float* conv_out, __global const float* dpool, WEIGHTS const float* W,
-    WEIGHTS const float* coef, __global float* dconv, __global float* partial, int n, int w_at, int b_at, int coef_at,
-    int pbias_at, __global const int* conn_out, __global const int* conn_in, __global const int* in_begin,
-    __global const int* in_conn, int IC, int IH, int IW, int OC, int CH, int CW, int k_arg, int nconn, int conv_act,
-    int PK, int PH, int PW, int prev_act, int has_prev, __global float* d_prev, SCRATCH float* scratch LOCAL_TILE_ARG) {
-    const int s = (int)get_group_id(0), lid = (int)get_local_id(0);
-    const int K = CONV_WINDOW(k_arg), KK = K * K, nw = nconn * KK;
-    const int in_size = IC * IH * IW, C = CH * CW, P = PH * PW;
-    __global const float* y = conv_out + (size_t)s * OC * C;
-    __global const float* dp = dpool + (size_t)s * OC * P;
+    WEIGHTS const float* coef, __global float* partial, int n, int w_at, int b_at, int coef_at, int pbias_at,
+    __global const int* conn_begin, __global const int* conn_out, __global const int* conn_in,
+    __global const int* in_begin, __global const int* in_conn, int IC, int IH, int IW, int OC, int CH, int CW, int k_arg,
+    int conv_act, int PK, int PH, int PW, int prev_act, int has_prev, __global float* d_prev, int count, int chunk,
+    SCRATCH float* scratch LOCAL_TILE_ARG) {
+    const int G = OC + (has_prev ? IC : 0), c = (int)get_group_id(0) / G, r = (int)get_group_id(0) % G;
+    const int lid = (int)get_local_id(0), K = CONV_WINDOW(k_arg), KK = K * K;
+    const int M = IH * IW, C = CH * CW, P = PH * PW, s_end = min(count, (c + 1) * chunk);
+    __global const float* x;
+    __global const float* y;
+    __global const float* dp;
+#define SAMPLE(s) (x = in + (size_t)(s) * IC * M, y = conv_out + (size_t)(s) * OC * C, dp = dpool + (size_t)(s) * OC * P)
+    // The pooled output over conv position p (of a CH x CW map).
+#define POOL_AT(p) ((p) / CW / PK * PW + (p) % CW / PK)
+#define DCONV(o, p) (activation_grad(conv_act, y[(o) * C + (p)]) * coef[o] * dp[(o) * P + POOL_AT(p)])
+    if (r < OC) {
+        const int o = r, j0 = conn_begin[o], nj = conn_begin[o + 1] - j0;
 #ifdef MEM_LOCAL
-    __local float* x = tile;
-    __local float* dc = x + in_size;
-    __local float* w = dc + OC * C;
-    copy_to_local(x, in + (size_t)s * in_size, in_size);
-    copy_to_local(w, W, nw);
+        __local float* dc = tile;     // [C] dconv of map o
+        __local float* py = dc + C;   // [C] dpool (over p) * conv_out
+        __local float* dpo = py + C;  // [P] dpool of map o
+        __local float* xs = dpo + P;  // [nj][M] the input maps of o's connections
+#define STAGE_SAMPLE()                                                                       \
+    do {                                                                                     \
+        barrier(CLK_LOCAL_MEM_FENCE); /* the previous sample's tiles are no longer read */   \
+        for (int p = lid; p < C; p += REDUCE) {                                              \
+            const float d = dp[o * P + POOL_AT(p)], v = y[o * C + p];                        \
+            dc[p] = activation_grad(conv_act, v) * coef[o] * d;                              \
+            py[p] = d * v;                                                                   \
+        }                                                                                    \
+        for (int q = lid; q < P; q += REDUCE) dpo[q] = dp[o * P + q];                        \
+        for (int e = lid; e < nj * M; e += REDUCE) xs[e] = x[conn_in[j0 + e / M] * M + e % M]; \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                        \
+    } while (0)
+#define DC(p) dc[p]
+#define PY(p) py[p]
+#define DPO(q) dpo[q]
+#define XIN(jj, at) xs[(jj) * M + (at)]
 #else
-    __global const float* x = in + (size_t)s * in_size;
-    __global float* dc = dconv + (size_t)s * OC * C;
-    WEIGHTS const float* w = W;
+#define DC(p) DCONV(o, p)
+#define PY(p) (dp[o * P + POOL_AT(p)] * y[o * C + (p)])
+#define DPO(q) dp[o * P + (q)]
+#define XIN(jj, at) x[conn_in[j0 + (jj)] * M + (at)]
+#define STAGE_SAMPLE()
 #endif
-    for (int e = lid; e < OC * C; e += REDUCE) {
-        const int o = e / C, cy = e / CW % CH, cx = e % CW;
-        dc[e] = activation_grad(conv_act, y[e]) * coef[o] * dp[(o * PH + cy / PK) * PW + cx / PK];
-    }
-    barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
-
-    // Output (cy, cx) = p pairs with input (cy + ky, cx + kx), at p + cy*(IW - CW) + window.
-#define WEIGHT_TERM(p) (d[p] * xi[(p) + (p) / CW * (IW - CW) + window])
-#define SUM_TERM(p) d[p]
-#define COEF_TERM(q) (dp[o * P + (q)] * window_sum(y + o * C, q, CW, PW, PK))
-#define POOL_TERM(q) dp[o * P + (q)]
-    const int taps = nw + 3 * OC, per_round = min(taps, REDUCE), lanes = REDUCE / per_round;
-    __global float* out = partial + (size_t)s * n;
-    for (int t0 = 0; t0 < taps; t0 += per_round) {  // the same rounds for every item: tap_sum has barriers
-        const int t = t0 + lid % per_round, lane = lid / per_round;
-        float v = 0.0f;
-        int at = -1;
-        if (t < taps && lane < lanes) {
-            if (t < nw) {
-                const int j = t / KK, k = t % KK, window = k / K * IW + k % K;
-                STAGE const float* d = dc + conn_out[j] * C;
-                STAGE const float* xi = x + conn_in[j] * IH * IW;
-                SUM_STRIDED(v, lane, lanes, C, WEIGHT_TERM);
-                at = w_at + t;
-            } else if (t < nw + OC) {
-                const int o = t - nw;
-                STAGE const float* d = dc + o * C;
-                SUM_STRIDED(v, lane, lanes, C, SUM_TERM);
-                at = b_at + o;
-            } else if (t < nw + 2 * OC) {
-                const int o = t - nw - OC;
-                SUM_STRIDED(v, lane, lanes, P, COEF_TERM);
-                at = coef_at + o;
-            } else {
-                const int o = t - nw - 2 * OC;
-                SUM_STRIDED(v, lane, lanes, P, POOL_TERM);
-                at = pbias_at + o;
+        // Conv output p = (cy, cx) pairs with input (cy + ky, cx + kx), at p + cy*(IW - CW) + window.
+#define WEIGHT_TERM(p) (DC(p) * XIN(jj, (p) + (p) / CW * (IW - CW) + window))
+        const int taps = nj * KK + 3, per_round = min(taps, REDUCE), lanes = REDUCE / per_round;
+        __global float* out = partial + (size_t)c * n;
+        for (int t0 = 0; t0 < taps; t0 += per_round) {  // the same rounds for every item: tap_sum has barriers
+            const int t = t0 + lid % per_round, lane = lid / per_round;
+            const bool active = t < taps && lane < lanes;
+            float v = 0.0f;
+            int at = -1;
+            for (int s = c * chunk; s < s_end; ++s) {
+                SAMPLE(s);
+                STAGE_SAMPLE();
+                if (!active) continue;
+                if (t < nj * KK) {
+                    const int jj = t / KK, k = t % KK, window = k / K * IW + k % K;
+                    SUM_STRIDED(v, lane, lanes, C, WEIGHT_TERM);
+                    at = w_at + (j0 + jj) * KK + k;
+                } else if (t == nj * KK) {
+                    SUM_STRIDED(v, lane, lanes, C, DC);
+                    at = b_at + o;
+                } else if (t == nj * KK + 1) {
+                    SUM_STRIDED(v, lane, lanes, C, PY);
+                    at = coef_at + o;
+                } else {
+                    SUM_STRIDED(v, lane, lanes, P, DPO);
+                    at = pbias_at + o;
+                }
             }
+            v = tap_sum(GROUP_SCRATCH(scratch), v, per_round, lanes);
+            if (lane == 0 && at >= 0) out[at] = v;
+            barrier(SCRATCH_FENCE);  // the next round reuses the scratch
         }
-        v = tap_sum(GROUP_SCRATCH(scratch), v, per_round, lanes);
-        if (lane == 0 && at >= 0) out[at] = v;
-        barrier(SCRATCH_FENCE);  // the next round reuses the scratch
-    }
 #undef WEIGHT_TERM
-#undef SUM_TERM
-#undef COEF_TERM
-#undef POOL_TERM
-
-    if (!has_prev) return;
-    for (int e = lid; e < in_size; e += REDUCE) {
-        const int i = e / (IH * IW), iy = e / IW % IH, ix = e % IW;
-        float sum = 0.0f;
-        for (int c = in_begin[i]; c < in_begin[i + 1]; ++c) {
-            const int j = in_conn[c];
-            const int at = (conn_out[j] * CH + iy) * CW + ix;  // dconv[o][iy][ix]; the term is at - ky*CW - kx
-            for (int ky = 0; ky < K; ++ky) {
-                if (iy - ky < 0 || iy - ky >= CH) continue;
-                for (int kx = 0; kx < K; ++kx)
-                    if (ix - kx >= 0 && ix - kx < CW) sum += dc[at - ky * CW - kx] * w[(j * K + ky) * K + kx];
+#undef DC
+#undef PY
+#undef DPO
+#undef XIN
+#undef STAGE_SAMPLE
+    } else {
+        const int i = r - OC;
+#ifdef MEM_LOCAL
+        const int nw = conn_begin[OC] * KK;
+        __local float* dc = tile;    // [OC][C] dconv of every map
+        __local float* w = dc + OC * C;
+        copy_to_local(w, W, nw);
+#define DC(o, p) dc[(o) * C + (p)]
+#else
+        WEIGHTS const float* w = W;
+#define DC(o, p) DCONV(o, p)
+#endif
+        for (int s = c * chunk; s < s_end; ++s) {
+            SAMPLE(s);
+#ifdef MEM_LOCAL
+            barrier(CLK_LOCAL_MEM_FENCE);  // the previous sample's dconv is no longer read
+            for (int e = lid; e < OC * C; e += REDUCE) dc[e] = DCONV(e / C, e % C);
+            barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+            for (int e = lid; e < M; e += REDUCE) {
+                const int iy = e / IW, ix = e % IW;
+                float sum = 0.0f;
+                for (int q = in_begin[i]; q < in_begin[i + 1]; ++q) {
+                    const int j = in_conn[q], o = conn_out[j];
+                    for (int ky = 0; ky < K; ++ky) {
+                        if (iy - ky < 0 || iy - ky >= CH) continue;
+                        for (int kx = 0; kx < K; ++kx)
+                            if (ix - kx >= 0 && ix - kx < CW) sum += DC(o, (iy - ky) * CW + ix - kx) * w[(j * K + ky) * K + kx];
+                    }
+                }
+                d_prev[((size_t)s * IC + i) * M + e] = activation_grad(prev_act, x[i * M + e]) * sum;
             }
         }
-        d_prev[(size_t)s * in_size + e] = activation_grad(prev_act, x[e]) * sum;
+#undef DC
     }
+#undef SAMPLE
+#undef POOL_AT
+#undef DCONV
 }
-#undef STAGE

@@ -227,13 +227,19 @@ void OpenCLEngine::plan_batch(int capacity) {
     auto fixed = [&](cl::Kernel k, std::array<size_t, 2> global, std::array<size_t, 2> group, int count_arg) {
         return Launch{std::move(k), global, group, -1, 1, 1, count_arg};
     };
-    // conv_pool_backward: a work-group of REDUCE items per sample, with its reduction scratch:
-    // __local in gpu-local, else a __global slice per sample.
-    if (!local) scratch_ = cl::Buffer(context_, CL_MEM_READ_WRITE, cap * reduce_ * sizeof(float));
-    auto per_sample_group = [&](cl::Kernel k, cl_uint scratch_index) {
+    // conv_pool_backward: `groups` work-groups of REDUCE items per chunk of samples, with their
+    // reduction scratch: __local in gpu-local, else a __global slice per group. Chunks of one
+    // sample up to batch 64, then larger, so that sum_partials adds at most 64 chunks.
+    chunk_ = (cap + 63) / 64;
+    const size_t chunks = (cap + chunk_ - 1) / chunk_;
+    size_t most_groups = 1;
+    for (size_t k = 0; k < net_.layers.size(); ++k)
+        if (layers_[k].pair_conv) most_groups = std::max(most_groups, pair_groups(k));
+    if (!local) scratch_ = cl::Buffer(context_, CL_MEM_READ_WRITE, chunks * most_groups * reduce_ * sizeof(float));
+    auto per_chunk_groups = [&](cl::Kernel k, size_t groups, int count_index, cl_uint scratch_index) {
         if (local) k.setArg(scratch_index, cl::Local(reduce_ * sizeof(float)));
         else k.setArg(scratch_index, scratch_);
-        return Launch{std::move(k), {1, 1}, {reduce_, 1}, 0, 1, reduce_, -1};
+        return Launch{std::move(k), {1, 1}, {reduce_, 1}, 0, chunk_, groups * reduce_, count_index};
     };
 
     // The data set, rows and first are set by forward().
@@ -241,10 +247,11 @@ void OpenCLEngine::plan_batch(int capacity) {
                                  net_.input.size(), batch_in_, batch_labels_),
                           static_cast<size_t>(net_.input.size()));
     for (auto& run : runs_) {
-        const size_t bytes = cap * run.n * sizeof(float);
+        const size_t bytes = chunks * run.n * sizeof(float);
         run.partial = cl::Buffer(context_, CL_MEM_READ_WRITE, bytes);
         queue_.enqueueFillBuffer(run.partial, 0.0f, 0, bytes);
-        run.sum = fixed(kernel(program_, "sum_partials", run.partial, to_int(run.n), 0, grads_, to_int(run.begin)),
+        run.sum = fixed(kernel(program_, "sum_partials", run.partial, to_int(run.n), 0, to_int(chunk_), grads_,
+                               to_int(run.begin)),
                         {round_up(run.n, wg_), 1}, {wg_, 1}, 2);
         check_fits(run.sum, net_.layers[run.last].name);
     }
@@ -287,22 +294,29 @@ void OpenCLEngine::plan_batch(int capacity) {
             const Layer& p = layers_[k + 1];
             const Run& run = runs_[static_cast<size_t>(d.run)];
             auto at = [&](const DeviceLayout::Block& block) { return to_int(block.device - run.begin); };
-            const int nconn = l.connections(), PK = pool.kernel, PH = pool.out.h, PW = pool.out.w;
+            const int PK = pool.kernel, PH = pool.out.h, PW = pool.out.w;
             const int pool_act = act_code(pool.activation);
             d.forward = per_element(kernel(program, "conv_pool_forward", in, d.W, d.b, p.W, p.b, out, acts_[k + 1],
                                            d.conn_begin, d.conn_in, IC, IH, IW, OC, OH, OW, K, act, PK, PH, PW, pool_act),
                                     static_cast<size_t>(pool.out.size()));
-            d.weights = per_sample_group(
-                kernel(program, "conv_pool_backward", in, out, deltas_[k + 1], d.W, p.W, delta, run.partial, to_int(run.n),
+            d.weights = per_chunk_groups(
+                kernel(program, "conv_pool_backward", in, out, deltas_[k + 1], d.W, p.W, run.partial, to_int(run.n),
                        at(layout_.weights(k)), at(layout_.bias(k)), at(layout_.weights(k + 1)), at(layout_.bias(k + 1)),
-                       d.conn_out, d.conn_in, d.in_begin, d.in_conn, IC, IH, IW, OC, OH, OW, K, nconn, act, PK, PH, PW,
-                       prev_act, k ? 1 : 0, k ? deltas_[k - 1] : delta),
-                31);
+                       d.conn_begin, d.conn_out, d.conn_in, d.in_begin, d.in_conn, IC, IH, IW, OC, OH, OW, K, act, PK, PH,
+                       PW, prev_act, k ? 1 : 0, k ? deltas_[k - 1] : delta, 0, to_int(chunk_)),
+                pair_groups(k), 30, 32);
             if (local) {
-                // The staged tiles: the sample's input, the weights and biases (forward); the sample's
-                // input and convolution delta, and the weights (backward).
+                // The staged tiles (conv_pool.cl): the sample's input, the weights and biases (forward);
+                // the larger of what a gradient group and a previous-delta group stage (backward).
+                size_t most_conn = 0;
+                for (int o = 0; o < OC; ++o)
+                    most_conn = std::max(most_conn, static_cast<size_t>(l.conn_begin[static_cast<size_t>(o) + 1] -
+                                                                        l.conn_begin[static_cast<size_t>(o)]));
+                const size_t C = out_size / static_cast<size_t>(OC), P = static_cast<size_t>(PH * PW);
+                size_t staged = 2 * C + P + most_conn * in_size / static_cast<size_t>(IC);
+                if (k) staged = std::max(staged, out_size + l.weight_count);
                 d.forward.kernel.setArg(21, cl::Local((in_size + l.weight_count + l.bias_count) * sizeof(float)));
-                d.weights.kernel.setArg(32, cl::Local((in_size + out_size + l.weight_count) * sizeof(float)));
+                d.weights.kernel.setArg(33, cl::Local(staged * sizeof(float)));
             }
         } else {
             continue;  // the subsampling of a pair
@@ -335,6 +349,13 @@ void OpenCLEngine::plan_batch(int capacity) {
             if (has(*launch)) label(*launch, name);
     }
     for (auto& run : runs_) label(run.sum, net_.layers[run.last].name);
+}
+
+// conv_pool_backward's work-groups per sample for the pair at conv layer k: one per output map,
+// and unless it is the first layer, one per input map.
+size_t OpenCLEngine::pair_groups(size_t k) const {
+    const LayerSpec& l = net_.layers[k];
+    return static_cast<size_t>(l.out.c + (k ? l.in.c : 0));
 }
 
 // Fails clearly, before any launch, when the device cannot run a launch's work-group.

@@ -80,11 +80,11 @@ private:
     };
 
     // Consecutive conv + subsample pairs, whose gradients take two stages: conv_pool_backward
-    // writes each sample's share, sum_partials (one launch per run) adds them up.
+    // writes each chunk of samples' share, sum_partials (one launch per run) adds them up.
     struct Run {
         size_t begin = 0, n = 0;  // the run's span of the device layout, in floats
         size_t last = 0;          // its last layer
-        cl::Buffer partial;       // [capacity][n], zero where no parameter is (the padding)
+        cl::Buffer partial;       // [chunks][n], zero where no parameter is (the padding)
         Launch sum;
     };
 
@@ -100,6 +100,7 @@ private:
     void build_programs();
     void plan_layers();
     void plan_batch(int capacity);
+    size_t pair_groups(size_t k) const;
     void check_fits(const Launch& launch, const std::string& layer) const;
     void enqueue(Launch& launch, int count, cl::Event* event = nullptr);
     void enqueue_phase(Phase phase, const std::vector<Launch*>& launches, int count);
@@ -116,6 +117,7 @@ private:
     cl::Context context_;
     cl::CommandQueue queue_;
     size_t wg_ = 0, reduce_ = 0, tile_ = 0, sample_group_ = 0;  // work-group sizes (see the .cpp)
+    size_t chunk_ = 1;  // samples per work-group of conv_pool_backward (see plan_batch)
     cl_ulong local_mem_ = 0;
     cl::Program program_, global_program_;  // global_program_: gpu-constant's fallback build
     DeviceLayout layout_;
