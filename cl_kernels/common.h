@@ -25,16 +25,17 @@
 #define WEIGHTS __global
 #endif
 
-// Where the work-group reductions keep their partial sums: __local for gpu-local, else a
-// __global buffer with one slice per work-group (synchronised by global-memory barriers).
+// Where a work-group keeps what its items share (partial sums, staged values): __local for
+// gpu-local, else a __global buffer with one slice of `floats` per work-group (synchronised by
+// global-memory barriers).
 #ifdef MEM_LOCAL
 #define SCRATCH __local
 #define SCRATCH_FENCE CLK_LOCAL_MEM_FENCE
-#define GROUP_SCRATCH(scratch) (scratch)
+#define GROUP_SCRATCH(scratch, floats) (scratch)
 #else
 #define SCRATCH __global
 #define SCRATCH_FENCE CLK_GLOBAL_MEM_FENCE
-#define GROUP_SCRATCH(scratch) ((scratch) + get_group_id(0) * REDUCE)
+#define GROUP_SCRATCH(scratch, floats) ((scratch) + (size_t)get_group_id(0) * (floats))
 #endif
 
 // The window edge inside the conv kernels: CONV_K when the host fixed it, else their argument.

@@ -65,59 +65,46 @@ __kernel void conv_pool_forward(__global const float* in, WEIGHTS const float* W
 //   act'(in[i][y][x]) * sum over the connections j reading map i and the (ky, kx) inside the
 //   output of dconv[conn_out[j]][y-ky][x-kx] * W[j][ky][kx] (in_begin, in_conn: the connections
 //   reading each input map, built by the host).
-// scratch: gpu-local __local [REDUCE], otherwise __global [chunks * G * REDUCE]. gpu-local first
-// stages what the group reads in `tile`: for taps, dconv, dpool * conv_out and dpool of map o and
-// the input maps of its connections; for d_prev, dconv of every map and the weights. The other
-// variants read __global memory (and __constant weights) and compute dconv where it is read.
+// Per sample, a group first computes what it reads many times into its `tile`: for taps, dconv,
+// dpool * conv_out (over the conv positions) and dpool of map o; for d_prev, dconv of every map.
+// gpu-local also stages the input maps of o's connections, and the weights, there.
+// scratch and tile: gpu-local __local [REDUCE] and [tile_floats], otherwise __global slices of
+// that size per group.
 __kernel __attribute__((reqd_work_group_size(REDUCE, 1, 1))) void conv_pool_backward(
     __global const float* in, __global const float* conv_out, __global const float* dpool, WEIGHTS const float* W,
     WEIGHTS const float* coef, __global float* partial, int n, int w_at, int b_at, int coef_at, int pbias_at,
     __global const int* conn_begin, __global const int* conn_out, __global const int* conn_in,
     __global const int* in_begin, __global const int* in_conn, int IC, int IH, int IW, int OC, int CH, int CW, int k_arg,
     int conv_act, int PK, int PH, int PW, int prev_act, int has_prev, __global float* d_prev, int count, int chunk,
-    SCRATCH float* scratch LOCAL_TILE_ARG) {
+    SCRATCH float* scratch, SCRATCH float* tiles, int tile_floats) {
     const int G = OC + (has_prev ? IC : 0), c = (int)get_group_id(0) / G, r = (int)get_group_id(0) % G;
     const int lid = (int)get_local_id(0), K = CONV_WINDOW(k_arg), KK = K * K;
     const int M = IH * IW, C = CH * CW, P = PH * PW, s_end = min(count, (c + 1) * chunk);
+    SCRATCH float* tile = GROUP_SCRATCH(tiles, tile_floats);
     __global const float* x;
     __global const float* y;
     __global const float* dp;
 #define SAMPLE(s) (x = in + (size_t)(s) * IC * M, y = conv_out + (size_t)(s) * OC * C, dp = dpool + (size_t)(s) * OC * P)
     // The pooled output over conv position p (of a CH x CW map).
 #define POOL_AT(p) ((p) / CW / PK * PW + (p) % CW / PK)
-#define DCONV(o, p) (activation_grad(conv_act, y[(o) * C + (p)]) * coef[o] * dp[(o) * P + POOL_AT(p)])
     if (r < OC) {
         const int o = r, j0 = conn_begin[o], nj = conn_begin[o + 1] - j0;
+        SCRATCH float* dc = tile;     // [C] dconv of map o
+        SCRATCH float* py = dc + C;   // [C] dpool (over p) * conv_out
+        SCRATCH float* dpo = py + C;  // [P] dpool of map o
 #ifdef MEM_LOCAL
-        __local float* dc = tile;     // [C] dconv of map o
-        __local float* py = dc + C;   // [C] dpool (over p) * conv_out
-        __local float* dpo = py + C;  // [P] dpool of map o
         __local float* xs = dpo + P;  // [nj][M] the input maps of o's connections
-#define STAGE_SAMPLE()                                                                       \
-    do {                                                                                     \
-        barrier(CLK_LOCAL_MEM_FENCE); /* the previous sample's tiles are no longer read */   \
-        for (int p = lid; p < C; p += REDUCE) {                                              \
-            const float d = dp[o * P + POOL_AT(p)], v = y[o * C + p];                        \
-            dc[p] = activation_grad(conv_act, v) * coef[o] * d;                              \
-            py[p] = d * v;                                                                   \
-        }                                                                                    \
-        for (int q = lid; q < P; q += REDUCE) dpo[q] = dp[o * P + q];                        \
-        for (int e = lid; e < nj * M; e += REDUCE) xs[e] = x[conn_in[j0 + e / M] * M + e % M]; \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                        \
-    } while (0)
-#define DC(p) dc[p]
-#define PY(p) py[p]
-#define DPO(q) dpo[q]
+#define STAGE_INPUTS() for (int e = lid; e < nj * M; e += REDUCE) xs[e] = x[conn_in[j0 + e / M] * M + e % M]
 #define XIN(jj, at) xs[(jj) * M + (at)]
 #else
-#define DC(p) DCONV(o, p)
-#define PY(p) (dp[o * P + POOL_AT(p)] * y[o * C + (p)])
-#define DPO(q) dp[o * P + (q)]
+#define STAGE_INPUTS()
 #define XIN(jj, at) x[conn_in[j0 + (jj)] * M + (at)]
-#define STAGE_SAMPLE()
 #endif
         // Conv output p = (cy, cx) pairs with input (cy + ky, cx + kx), at p + cy*(IW - CW) + window.
-#define WEIGHT_TERM(p) (DC(p) * XIN(jj, (p) + (p) / CW * (IW - CW) + window))
+#define WEIGHT_TERM(p) (dc[p] * XIN(jj, (p) + (p) / CW * (IW - CW) + window))
+#define DC_TERM(p) dc[p]
+#define PY_TERM(p) py[p]
+#define DPO_TERM(q) dpo[q]
         const int taps = nj * KK + 3, per_round = min(taps, REDUCE), lanes = REDUCE / per_round;
         __global float* out = partial + (size_t)c * n;
         for (int t0 = 0; t0 < taps; t0 += per_round) {  // the same rounds for every item: tap_sum has barriers
@@ -127,69 +114,71 @@ __kernel __attribute__((reqd_work_group_size(REDUCE, 1, 1))) void conv_pool_back
             int at = -1;
             for (int s = c * chunk; s < s_end; ++s) {
                 SAMPLE(s);
-                STAGE_SAMPLE();
+                barrier(SCRATCH_FENCE);  // the previous sample's tile is no longer read
+                for (int p = lid; p < C; p += REDUCE) {
+                    const float d = dp[o * P + POOL_AT(p)], yp = y[o * C + p];
+                    dc[p] = activation_grad(conv_act, yp) * coef[o] * d;
+                    py[p] = d * yp;
+                }
+                for (int q = lid; q < P; q += REDUCE) dpo[q] = dp[o * P + q];
+                STAGE_INPUTS();
+                barrier(SCRATCH_FENCE);
                 if (!active) continue;
                 if (t < nj * KK) {
                     const int jj = t / KK, k = t % KK, window = k / K * IW + k % K;
                     SUM_STRIDED(v, lane, lanes, C, WEIGHT_TERM);
                     at = w_at + (j0 + jj) * KK + k;
                 } else if (t == nj * KK) {
-                    SUM_STRIDED(v, lane, lanes, C, DC);
+                    SUM_STRIDED(v, lane, lanes, C, DC_TERM);
                     at = b_at + o;
                 } else if (t == nj * KK + 1) {
-                    SUM_STRIDED(v, lane, lanes, C, PY);
+                    SUM_STRIDED(v, lane, lanes, C, PY_TERM);
                     at = coef_at + o;
                 } else {
-                    SUM_STRIDED(v, lane, lanes, P, DPO);
+                    SUM_STRIDED(v, lane, lanes, P, DPO_TERM);
                     at = pbias_at + o;
                 }
             }
-            v = tap_sum(GROUP_SCRATCH(scratch), v, per_round, lanes);
+            v = tap_sum(GROUP_SCRATCH(scratch, REDUCE), v, per_round, lanes);
             if (lane == 0 && at >= 0) out[at] = v;
             barrier(SCRATCH_FENCE);  // the next round reuses the scratch
         }
-#undef WEIGHT_TERM
-#undef DC
-#undef PY
-#undef DPO
+#undef STAGE_INPUTS
 #undef XIN
-#undef STAGE_SAMPLE
+#undef WEIGHT_TERM
+#undef DC_TERM
+#undef PY_TERM
+#undef DPO_TERM
     } else {
         const int i = r - OC;
+        SCRATCH float* dc = tile;  // [OC][C] dconv of every map
 #ifdef MEM_LOCAL
-        const int nw = conn_begin[OC] * KK;
-        __local float* dc = tile;    // [OC][C] dconv of every map
         __local float* w = dc + OC * C;
-        copy_to_local(w, W, nw);
-#define DC(o, p) dc[(o) * C + (p)]
+        copy_to_local(w, W, conn_begin[OC] * KK);
 #else
         WEIGHTS const float* w = W;
-#define DC(o, p) DCONV(o, p)
 #endif
         for (int s = c * chunk; s < s_end; ++s) {
             SAMPLE(s);
-#ifdef MEM_LOCAL
-            barrier(CLK_LOCAL_MEM_FENCE);  // the previous sample's dconv is no longer read
-            for (int e = lid; e < OC * C; e += REDUCE) dc[e] = DCONV(e / C, e % C);
-            barrier(CLK_LOCAL_MEM_FENCE);
-#endif
+            barrier(SCRATCH_FENCE);  // the previous sample's dconv is no longer read
+            for (int e = lid; e < OC * C; e += REDUCE)
+                dc[e] = activation_grad(conv_act, y[e]) * coef[e / C] * dp[e / C * P + POOL_AT(e % C)];
+            barrier(SCRATCH_FENCE);
             for (int e = lid; e < M; e += REDUCE) {
                 const int iy = e / IW, ix = e % IW;
                 float sum = 0.0f;
                 for (int q = in_begin[i]; q < in_begin[i + 1]; ++q) {
-                    const int j = in_conn[q], o = conn_out[j];
+                    const int j = in_conn[q], at = (conn_out[j] * CH + iy) * CW + ix;  // minus ky*CW + kx
                     for (int ky = 0; ky < K; ++ky) {
                         if (iy - ky < 0 || iy - ky >= CH) continue;
                         for (int kx = 0; kx < K; ++kx)
-                            if (ix - kx >= 0 && ix - kx < CW) sum += DC(o, (iy - ky) * CW + ix - kx) * w[(j * K + ky) * K + kx];
+                            if (ix - kx >= 0 && ix - kx < CW) sum += dc[at - ky * CW - kx] * w[(j * K + ky) * K + kx];
                     }
                 }
                 d_prev[((size_t)s * IC + i) * M + e] = activation_grad(prev_act, x[i * M + e]) * sum;
             }
         }
-#undef DC
     }
 #undef SAMPLE
 #undef POOL_AT
-#undef DCONV
 }

@@ -227,19 +227,31 @@ void OpenCLEngine::plan_batch(int capacity) {
     auto fixed = [&](cl::Kernel k, std::array<size_t, 2> global, std::array<size_t, 2> group, int count_arg) {
         return Launch{std::move(k), global, group, -1, 1, 1, count_arg};
     };
-    // conv_pool_backward: `groups` work-groups of REDUCE items per chunk of samples, with their
-    // reduction scratch: __local in gpu-local, else a __global slice per group. Chunks of one
-    // sample up to batch 64, then larger, so that sum_partials adds at most 64 chunks.
+    // conv_pool_backward: work-groups of REDUCE items per chunk of samples, each with a reduction
+    // scratch and a tile (conv_pool.cl): __local in gpu-local, else a __global slice per group.
+    // Chunks of one sample up to batch 64, then larger, so that sum_partials adds at most 64.
     chunk_ = (cap + 63) / 64;
     const size_t chunks = (cap + chunk_ - 1) / chunk_;
-    size_t most_groups = 1;
+    size_t most_groups = 1, most_tile = 1;
     for (size_t k = 0; k < net_.layers.size(); ++k)
-        if (layers_[k].pair_conv) most_groups = std::max(most_groups, pair_groups(k));
-    if (!local) scratch_ = cl::Buffer(context_, CL_MEM_READ_WRITE, chunks * most_groups * reduce_ * sizeof(float));
-    auto per_chunk_groups = [&](cl::Kernel k, size_t groups, int count_index, cl_uint scratch_index) {
-        if (local) k.setArg(scratch_index, cl::Local(reduce_ * sizeof(float)));
-        else k.setArg(scratch_index, scratch_);
-        return Launch{std::move(k), {1, 1}, {reduce_, 1}, 0, chunk_, groups * reduce_, count_index};
+        if (layers_[k].pair_conv) {
+            most_groups = std::max(most_groups, pair_groups(k));
+            most_tile = std::max(most_tile, pair_tile_floats(k));
+        }
+    if (!local) {
+        scratch_ = cl::Buffer(context_, CL_MEM_READ_WRITE, chunks * most_groups * reduce_ * sizeof(float));
+        tiles_ = cl::Buffer(context_, CL_MEM_READ_WRITE, chunks * most_groups * most_tile * sizeof(float));
+    }
+    auto per_chunk_groups = [&](cl::Kernel k, size_t groups, size_t tile_floats) {
+        if (local) {
+            k.setArg(32, cl::Local(reduce_ * sizeof(float)));
+            k.setArg(33, cl::Local(tile_floats * sizeof(float)));
+        } else {
+            k.setArg(32, scratch_);
+            k.setArg(33, tiles_);
+        }
+        k.setArg(34, to_int(tile_floats));
+        return Launch{std::move(k), {1, 1}, {reduce_, 1}, 0, chunk_, groups * reduce_, 30};
     };
 
     // The data set, rows and first are set by forward().
@@ -304,20 +316,9 @@ void OpenCLEngine::plan_batch(int capacity) {
                        at(layout_.weights(k)), at(layout_.bias(k)), at(layout_.weights(k + 1)), at(layout_.bias(k + 1)),
                        d.conn_begin, d.conn_out, d.conn_in, d.in_begin, d.in_conn, IC, IH, IW, OC, OH, OW, K, act, PK, PH,
                        PW, prev_act, k ? 1 : 0, k ? deltas_[k - 1] : delta, 0, to_int(chunk_)),
-                pair_groups(k), 30, 32);
-            if (local) {
-                // The staged tiles (conv_pool.cl): the sample's input, the weights and biases (forward);
-                // the larger of what a gradient group and a previous-delta group stage (backward).
-                size_t most_conn = 0;
-                for (int o = 0; o < OC; ++o)
-                    most_conn = std::max(most_conn, static_cast<size_t>(l.conn_begin[static_cast<size_t>(o) + 1] -
-                                                                        l.conn_begin[static_cast<size_t>(o)]));
-                const size_t C = out_size / static_cast<size_t>(OC), P = static_cast<size_t>(PH * PW);
-                size_t staged = 2 * C + P + most_conn * in_size / static_cast<size_t>(IC);
-                if (k) staged = std::max(staged, out_size + l.weight_count);
-                d.forward.kernel.setArg(21, cl::Local((in_size + l.weight_count + l.bias_count) * sizeof(float)));
-                d.weights.kernel.setArg(33, cl::Local(staged * sizeof(float)));
-            }
+                pair_groups(k), pair_tile_floats(k));
+            // gpu-local stages the sample's input, the weights and biases.
+            if (local) d.forward.kernel.setArg(21, cl::Local((in_size + l.weight_count + l.bias_count) * sizeof(float)));
         } else {
             continue;  // the subsampling of a pair
         }
@@ -356,6 +357,22 @@ void OpenCLEngine::plan_batch(int capacity) {
 size_t OpenCLEngine::pair_groups(size_t k) const {
     const LayerSpec& l = net_.layers[k];
     return static_cast<size_t>(l.out.c + (k ? l.in.c : 0));
+}
+
+// The floats of conv_pool_backward's tile for the pair at conv layer k: the larger of what a
+// gradient group and a previous-delta group stage (see conv_pool.cl).
+size_t OpenCLEngine::pair_tile_floats(size_t k) const {
+    const LayerSpec& l = net_.layers[k];
+    const LayerSpec& pool = net_.layers[k + 1];
+    const size_t C = static_cast<size_t>(l.out.h * l.out.w), P = static_cast<size_t>(pool.out.h * pool.out.w);
+    const size_t M = static_cast<size_t>(l.in.h * l.in.w), maps = static_cast<size_t>(l.out.c);
+    const bool local = memory_ == MemoryVariant::Local;
+    size_t most_conn = 0;
+    for (size_t o = 0; o < maps; ++o)
+        most_conn = std::max(most_conn, static_cast<size_t>(l.conn_begin[o + 1] - l.conn_begin[o]));
+    size_t floats = 2 * C + P + (local ? most_conn * M : 0);
+    if (k) floats = std::max(floats, maps * C + (local ? l.weight_count : 0));
+    return floats;
 }
 
 // Fails clearly, before any launch, when the device cannot run a launch's work-group.

@@ -101,6 +101,7 @@ private:
     void plan_layers();
     void plan_batch(int capacity);
     size_t pair_groups(size_t k) const;
+    size_t pair_tile_floats(size_t k) const;
     void check_fits(const Launch& launch, const std::string& layer) const;
     void enqueue(Launch& launch, int count, cl::Event* event = nullptr);
     void enqueue_phase(Phase phase, const std::vector<Launch*>& launches, int count);
@@ -122,7 +123,8 @@ private:
     cl::Program program_, global_program_;  // global_program_: gpu-constant's fallback build
     DeviceLayout layout_;
 
-    cl::Buffer params_, grads_, velocity_, scratch_, byte_values_;
+    cl::Buffer params_, grads_, velocity_, byte_values_;
+    cl::Buffer scratch_, tiles_;  // conv_pool_backward's per-group slices (not gpu-local)
     std::vector<Layer> layers_;
     std::vector<Run> runs_;
     Launch update_;
