@@ -1,6 +1,7 @@
 #include "opencl_engine.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <limits>
 #include <numeric>
@@ -103,10 +104,13 @@ void OpenCLEngine::build_programs() {
     for (const auto& l : net_.layers)
         if (l.kind == LayerKind::Conv && !conv_is_fc(l)) windows.insert(l.kernel);
     const std::string fixed = windows.size() == 1 ? " -DCONV_K=" + std::to_string(*windows.begin()) : "";
+    // LENET5_CL_OPTIONS: extra options for the OpenCL compiler, for experiments.
+    const char* env = std::getenv("LENET5_CL_OPTIONS");
+    const std::string extra = env && *env ? std::string(" ") + env : "";
     auto build = [&](const char* memory) {
         return build_program(context_, dev, source,
                              "-cl-std=CL1.2 -DREDUCE=" + std::to_string(reduce_) + " -DTILE=" + std::to_string(tile_) +
-                                 fixed + memory);
+                                 fixed + memory + extra);
     };
     const char* memory = memory_ == MemoryVariant::Constant ? " -DMEM_CONSTANT"
                          : memory_ == MemoryVariant::Local  ? " -DMEM_LOCAL"
@@ -229,9 +233,7 @@ void OpenCLEngine::plan_batch(int capacity) {
     };
     // conv_pool_backward: work-groups of REDUCE items per chunk of samples, each with a reduction
     // scratch and a tile (conv_pool.cl): __local in gpu-local, else a __global slice per group.
-    // Chunks of one sample up to batch 64, then larger, so that sum_partials adds at most 64.
-    chunk_ = (cap + 63) / 64;
-    const size_t chunks = (cap + chunk_ - 1) / chunk_;
+    const size_t chunks = std::min<size_t>(cap, kMaxChunks);
     size_t most_groups = 1, most_tile = 1;
     for (size_t k = 0; k < net_.layers.size(); ++k)
         if (layers_[k].pair_conv) {
@@ -251,7 +253,9 @@ void OpenCLEngine::plan_batch(int capacity) {
             k.setArg(33, tiles_);
         }
         k.setArg(34, to_int(tile_floats));
-        return Launch{std::move(k), {1, 1}, {reduce_, 1}, 0, chunk_, groups * reduce_, 30};
+        Launch launch{std::move(k), {1, 1}, {reduce_, 1}, 0, 1, groups * reduce_, 30};
+        launch.chunk_arg = 31;
+        return launch;
     };
 
     // The data set, rows and first are set by forward().
@@ -262,9 +266,9 @@ void OpenCLEngine::plan_batch(int capacity) {
         const size_t bytes = chunks * run.n * sizeof(float);
         run.partial = cl::Buffer(context_, CL_MEM_READ_WRITE, bytes);
         queue_.enqueueFillBuffer(run.partial, 0.0f, 0, bytes);
-        run.sum = fixed(kernel(program_, "sum_partials", run.partial, to_int(run.n), 0, to_int(chunk_), grads_,
-                               to_int(run.begin)),
+        run.sum = fixed(kernel(program_, "sum_partials", run.partial, to_int(run.n), 0, 1, grads_, to_int(run.begin)),
                         {round_up(run.n, wg_), 1}, {wg_, 1}, 2);
+        run.sum.chunk_arg = 3;
         check_fits(run.sum, net_.layers[run.last].name);
     }
 
@@ -315,7 +319,7 @@ void OpenCLEngine::plan_batch(int capacity) {
                 kernel(program, "conv_pool_backward", in, out, deltas_[k + 1], d.W, p.W, run.partial, to_int(run.n),
                        at(layout_.weights(k)), at(layout_.bias(k)), at(layout_.weights(k + 1)), at(layout_.bias(k + 1)),
                        d.conn_begin, d.conn_out, d.conn_in, d.in_begin, d.in_conn, IC, IH, IW, OC, OH, OW, K, act, PK, PH,
-                       PW, prev_act, k ? 1 : 0, k ? deltas_[k - 1] : delta, 0, to_int(chunk_)),
+                       PW, prev_act, k ? 1 : 0, k ? deltas_[k - 1] : delta, 0, 1),
                 pair_groups(k), pair_tile_floats(k));
             // gpu-local stages the sample's input, the weights and biases.
             if (local) d.forward.kernel.setArg(21, cl::Local((in_size + l.weight_count + l.bias_count) * sizeof(float)));
@@ -394,10 +398,16 @@ void OpenCLEngine::check_fits(const Launch& launch, const std::string& layer) co
 
 void OpenCLEngine::enqueue(Launch& launch, int count, cl::Event* event) {
     if (launch.count_arg >= 0) launch.kernel.setArg(static_cast<cl_uint>(launch.count_arg), count);
+    size_t step = launch.batch_step;
+    if (launch.chunk_arg >= 0) {
+        // Chunks of one sample up to kMaxChunks samples, then larger: at most kMaxChunks of them.
+        const int chunk = (count + kMaxChunks - 1) / kMaxChunks;
+        launch.kernel.setArg(static_cast<cl_uint>(launch.chunk_arg), chunk);
+        step = static_cast<size_t>(chunk);
+    }
     auto global = launch.global;
     if (launch.batch_dim >= 0)
-        global[static_cast<size_t>(launch.batch_dim)] =
-            (static_cast<size_t>(count) + launch.batch_step - 1) / launch.batch_step * launch.batch_items;
+        global[static_cast<size_t>(launch.batch_dim)] = (static_cast<size_t>(count) + step - 1) / step * launch.batch_items;
     queue_.enqueueNDRangeKernel(launch.kernel, cl::NullRange, cl::NDRange(global[0], global[1]),
                                 cl::NDRange(launch.local[0], launch.local[1]), nullptr, event);
 }

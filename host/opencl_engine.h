@@ -65,6 +65,9 @@ private:
         int batch_dim = -1;
         size_t batch_step = 1, batch_items = 1;
         int count_arg = -1;  // the argument that takes the batch count, if any
+        // conv_pool_backward and sum_partials: the argument that takes the samples per chunk, which
+        // follows the count (see enqueue); dimension batch_dim then has one entry per chunk.
+        int chunk_arg = -1;
         std::string label{};  // "<layer> <kernel>", for the per-kernel profile
     };
 
@@ -78,6 +81,9 @@ private:
         cl::Buffer conn_begin, conn_in, conn_out, in_begin, in_conn;
         Launch forward, weights, input;
     };
+
+    // conv_pool_backward's work-groups take chunks of samples, at most this many chunks per step.
+    static constexpr int kMaxChunks = 64;
 
     // Consecutive conv + subsample pairs, whose gradients take two stages: conv_pool_backward
     // writes each chunk of samples' share, sum_partials (one launch per run) adds them up.
@@ -118,7 +124,6 @@ private:
     cl::Context context_;
     cl::CommandQueue queue_;
     size_t wg_ = 0, reduce_ = 0, tile_ = 0, sample_group_ = 0;  // work-group sizes (see the .cpp)
-    size_t chunk_ = 1;  // samples per work-group of conv_pool_backward (see plan_batch)
     cl_ulong local_mem_ = 0;
     cl::Program program_, global_program_;  // global_program_: gpu-constant's fallback build
     DeviceLayout layout_;
