@@ -78,6 +78,22 @@ TEST(Cli, TrainPrintsTableAndWritesJson) {
         EXPECT_NE(report.find(key), std::string::npos) << key << " in " << report;
 }
 
+TEST(Cli, KernelProfileListsEveryKernelOrSaysThereAreNone) {
+    const std::string dir = lenet5::test::mnist_dir();
+    if (dir.empty()) GTEST_SKIP() << "MNIST not fetched (run data/fetch_mnist.sh)";
+    const std::string common = " --epochs 1 --train-limit 96 --test-limit 50 --batch 32 --kernel-profile --data " + dir;
+    const Result host = run("train --variant cpu" + common);
+    ASSERT_EQ(host.status, 0) << host.err;
+    EXPECT_NE(host.out.find("kernel profile: this variant runs no OpenCL kernels"), std::string::npos) << host.out;
+#ifdef LENET5_HAVE_OPENCL
+    const Result r = run("train --variant gpu-local" + common);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("kernel profile over 3 training steps"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("C3+S4 conv_pool_backward                          1.00"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("\nall                                              16.00"), std::string::npos) << r.out;
+#endif
+}
+
 TEST(Cli, SigintFinishesTheStepSavesAndExits130) {
     const std::string dir = lenet5::test::mnist_dir();
     if (dir.empty()) GTEST_SKIP() << "MNIST not fetched (run data/fetch_mnist.sh)";
