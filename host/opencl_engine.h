@@ -4,8 +4,8 @@
 // convolution + subsampling pair (C1+S2, C3+S4, fused), one per fully connected layer (the
 // last fused with the softmax cross-entropy). Backward, from the last layer down: a fully
 // connected layer's weight gradients and the previous layer's delta; a pair's in one launch
-// with a work-group per sample (its share of the pair's gradients, and the previous delta);
-// then one launch adding up the samples' shares. Update: one over the flat buffer. Per
+// (work-groups per chunk of samples and map: the chunk's share of the pair's gradients, and
+// the previous delta); then one launch adding up the chunks' shares. Update: one over the flat buffer. Per
 // epoch only the order goes up and the per-sample losses and hits come back.
 #pragma once
 #include <array>
