@@ -24,6 +24,15 @@ struct KernelTime {
     double ms = 0;
 };
 
+// Adds launches and ms to the entry named `name` in `times`, appending it if there is none.
+inline void add_kernel_time(std::vector<KernelTime>& times, const std::string& name, int64_t launches, double ms) {
+    auto it = times.begin();
+    while (it != times.end() && it->name != name) ++it;
+    if (it == times.end()) it = times.insert(times.end(), KernelTime{name, 0, 0.0});
+    it->launches += launches;
+    it->ms += ms;
+}
+
 // Summed since the last take_counters(): over the samples of every forward().
 struct Counters {
     double loss_sum = 0;  // sum of per-sample cross-entropy

@@ -631,12 +631,9 @@ std::vector<KernelTime> OpenCLEngine::take_kernel_times() {
         queue_.finish();
         std::vector<KernelTime> times;
         for (const auto& [label, event] : launch_events_) {
-            auto it = std::find_if(times.begin(), times.end(), [&](const KernelTime& t) { return t.name == label; });
-            if (it == times.end()) it = times.insert(times.end(), KernelTime{label, 0, 0.0});
             const auto start = event.getProfilingInfo<CL_PROFILING_COMMAND_START>();
             const auto end = event.getProfilingInfo<CL_PROFILING_COMMAND_END>();
-            it->launches += 1;
-            it->ms += static_cast<double>(end - start) * 1e-6;
+            add_kernel_time(times, label, 1, static_cast<double>(end - start) * 1e-6);
         }
         launch_events_.clear();
         return times;

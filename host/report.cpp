@@ -1,6 +1,5 @@
 #include "report.h"
 
-#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -31,12 +30,7 @@ void print_kernel_profile(std::ostream& out, const std::vector<EpochResult>& epo
     int64_t steps = 0;
     for (const auto& r : epochs) {
         steps += r.steps;
-        for (const auto& k : r.kernels) {
-            auto it = std::find_if(total.begin(), total.end(), [&](const KernelTime& t) { return t.name == k.name; });
-            if (it == total.end()) it = total.insert(total.end(), KernelTime{k.name, 0, 0.0});
-            it->launches += k.launches;
-            it->ms += k.ms;
-        }
+        for (const auto& k : r.kernels) add_kernel_time(total, k.name, k.launches, k.ms);
     }
     if (total.empty()) {
         out << "kernel profile: this variant runs no OpenCL kernels\n";
