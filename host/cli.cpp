@@ -25,6 +25,8 @@ std::string help_text() {
            ")\n"
            "                   auto = gpu-local on the first GPU of any platform, else omp, else cpu\n"
            "  --device N       OpenCL device index from `lenet5 devices` (default: first GPU, else first device)\n"
+           "  --group N        OpenCL: items of each sample's work-group, a power of two\n"
+           "                   (default: 256, or fewer if the device allows fewer)\n"
            "  --threads N      threads for omp (default: OMP_NUM_THREADS, else all cores)\n"
            "  --epochs N       train up to epoch N (default 10)\n"
            "  --batch B        mini-batch size (default 64)\n"
@@ -43,7 +45,7 @@ std::string help_text() {
            "  --kernel-profile after training, print every OpenCL kernel's launches per step\n"
            "                   and device time (slows the epoch: each launch carries an event)\n"
            "\n"
-           "eval options: --model FILE, --variant, --device, --test-limit, --data, --json as above\n"
+           "eval options: --model FILE, --variant, --device, --group, --test-limit, --data, --json as above\n"
            "\n"
            "Each epoch row gives the milliseconds spent in the forward, backward and update\n"
            "phases (OpenCL: device time from event profiling; host variants: a steady clock\n"
@@ -99,6 +101,10 @@ bool parse_common(const std::string& flag, ArgReader& r, EngineRequest& engine, 
                   std::string& json_path, int& test_limit) {
     if (flag == "--variant") engine.variant = r.value(flag);
     else if (flag == "--device") engine.device = parse_count(flag, r.value(flag), 0);
+    else if (flag == "--group") {
+        engine.group = parse_count(flag, r.value(flag), 1);
+        if (engine.group & (engine.group - 1)) throw UsageError(flag + ": " + std::to_string(engine.group) + " is not a power of two");
+    }
     else if (flag == "--data") data_dir = r.value(flag);
     else if (flag == "--json") json_path = r.value(flag);
     else if (flag == "--test-limit") test_limit = parse_count(flag, r.value(flag), 1);

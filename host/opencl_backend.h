@@ -10,9 +10,10 @@
 namespace lenet5 {
 
 // Builds the engine of `variant` on OpenCL device `device` (the index of
-// `lenet5 devices`; -1 = the first GPU of any platform, else device 0).
+// `lenet5 devices`; -1 = the first GPU of any platform, else device 0), with work-groups of
+// `group` items per sample (0: the default).
 // Throws Error when there is no such device or it lacks what the variant needs.
-std::unique_ptr<Engine> make_opencl_engine(const Network& net, const std::string& variant, int device);
+std::unique_ptr<Engine> make_opencl_engine(const Network& net, const std::string& variant, int device, int group);
 
 // True when some platform has a GPU (what `auto` looks for).
 bool opencl_gpu_available();

@@ -1,0 +1,227 @@
+// One sample's layers, forward and backward, each run by the whole work-group of that sample
+// (compiled after common.h). step.cl's kernels call them in the network's order, with every shape
+// and offset a literal (host/opencl_program.cpp writes the calls), so each loop bound is known to
+// the compiler. Every function is called by all SG items with the same arguments and ends with
+// SYNC(), so the next layer reads what it wrote (softmax_loss, always the last, need not).
+//
+// SCRATCH pointers point into the group's work area, __global ones into the sample's rows of the
+// batch's activations and deltas ([count][ACT_FLOATS] each), which the backward kernel, the
+// gradient kernel and the tests read. A convolution pair is a convolution and the subsampling
+// after it: output map o of the convolution reads the input maps of network.h's connection
+// lists, conn_in[conn_begin[o] .. conn_begin[o+1]); connection j has the weights W[j][K][K].
+
+// The convolution output p = (cy, cx) of a CH x CW map lies under pooled output POOL_AT(p).
+#define POOL_AT(p, CW, PK, PW) ((p) / (CW) / (PK) * (PW) + (p) % (CW) / (PK))
+
+// Pair forward: each item computes the PK x PK convolution outputs under one pooled output,
+// stores them (conv_out), pools them and stores pool = act(coef[o] * sum + pool_bias[o]) in the
+// work area and in pool_out.
+inline void pair_forward(SCRATCH const float* x, PAIR_PARAMS const float* W, PAIR_PARAMS const float* bias,
+                         PAIR_PARAMS const float* coef, PAIR_PARAMS const float* pool_bias,
+                         __constant const int* conn_begin, __constant const int* conn_in, int IH, int IW, int OC,
+                         int CH, int CW, int K, int conv_act, int PK, int PH, int PW, int pool_act,
+                         __global float* conv_out, SCRATCH float* pool, __global float* pool_out) {
+    for (int e = (int)get_local_id(0); e < OC * PH * PW; e += SG) {
+        const int o = e / (PH * PW), py = e / PW % PH, px = e % PW;
+        float pooled = 0.0f;
+        for (int dy = 0; dy < PK; ++dy)
+            for (int dx = 0; dx < PK; ++dx) {
+                const int cy = py * PK + dy, cx = px * PK + dx;
+                float sum = bias[o];
+                for (int j = conn_begin[o]; j < conn_begin[o + 1]; ++j) {
+                    SCRATCH const float* xj = x + (conn_in[j] * IH + cy) * IW + cx;
+                    PAIR_PARAMS const float* wj = W + j * K * K;
+                    for (int ky = 0; ky < K; ++ky)
+                        for (int kx = 0; kx < K; ++kx) sum += xj[ky * IW + kx] * wj[ky * K + kx];
+                }
+                const float v = activate(conv_act, sum);
+                conv_out[(o * CH + cy) * CW + cx] = v;
+                pooled += v;
+            }
+        const float v = activate(pool_act, coef[o] * pooled + pool_bias[o]);
+        pool[e] = v;
+        pool_out[e] = v;
+    }
+    SYNC();
+}
+
+// Fully connected layers read each weight once per sample, from __global memory (C5 alone has 192 KB
+// of them): what limits them is how many loads each item has in flight, so both directions read
+// rows four floats at a time (vload4; I, a literal, is a multiple of 4 in LeNet-5, else they read
+// one at a time) and give each item several independent sums.
+
+// x[i .. i+VEC) dot w[i .. i+VEC), VEC = 4 when I is a multiple of 4.
+#define DOT_AT(w, x, i, vec) \
+    ((vec) == 4 ? dot(vload4(0, (w) + (i)), (float4)((x)[i], (x)[(i) + 1], (x)[(i) + 2], (x)[(i) + 3])) : (w)[i] * (x)[i])
+
+// Fully connected forward: y = act(bias + W x), W [O][I]. LANES neighbouring items share an
+// output row (they read neighbouring weights), each summing every LANES-th chunk of the row; an
+// item works on four rows at once. part[O][LANES] takes the lanes' sums, which one item per output
+// then adds in order.
+inline void fc_forward(SCRATCH const float* x, __global const float* W, __global const float* bias, int I, int O,
+                       int act, SCRATCH float* part, SCRATCH float* y, __global float* y_out) {
+    const int lid = (int)get_local_id(0), lane = lid % LANES, rows = SG / LANES;
+    const int vec = I % 4 == 0 ? 4 : 1;
+    for (int o = lid / LANES; o < O; o += 4 * rows) {
+        // Rows past the last are clamped (read, never stored).
+        __global const float* w0 = W + (size_t)o * I;
+        __global const float* w1 = W + (size_t)min(o + rows, O - 1) * I;
+        __global const float* w2 = W + (size_t)min(o + 2 * rows, O - 1) * I;
+        __global const float* w3 = W + (size_t)min(o + 3 * rows, O - 1) * I;
+        float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+        for (int i = lane * vec; i < I; i += LANES * vec) {
+            s0 += DOT_AT(w0, x, i, vec);
+            s1 += DOT_AT(w1, x, i, vec);
+            s2 += DOT_AT(w2, x, i, vec);
+            s3 += DOT_AT(w3, x, i, vec);
+        }
+        part[o * LANES + lane] = s0;
+        if (o + rows < O) part[(o + rows) * LANES + lane] = s1;
+        if (o + 2 * rows < O) part[(o + 2 * rows) * LANES + lane] = s2;
+        if (o + 3 * rows < O) part[(o + 3 * rows) * LANES + lane] = s3;
+    }
+    SYNC();
+    for (int o = lid; o < O; o += SG) {
+        float sum = bias[o];
+        for (int l = 0; l < LANES; ++l) sum += part[o * LANES + l];
+        const float v = activate(act, sum);
+        y[o] = v;
+        y_out[o] = v;
+    }
+    SYNC();
+}
+
+// The softmax cross-entropy of the logits z [O] against the label: delta = scale * (softmax -
+// one-hot) (scale = 1/count, the gradient of the batch's mean loss), the loss, and the hit (1 when
+// the first arg-max is the label). Every item reads all the logits, in the same order.
+inline void softmax_loss(SCRATCH const float* z, int O, int label, float scale, __global float* delta,
+                         __global float* loss, __global int* hit) {
+    const int lid = (int)get_local_id(0);
+    if (lid >= O) return;
+    int best = 0;
+    for (int k = 1; k < O; ++k)
+        if (z[k] > z[best]) best = k;
+    const float mx = z[best];
+    float total = 0.0f;
+    for (int k = 0; k < O; ++k) total += exp(z[k] - mx);
+    for (int o = lid; o < O; o += SG) delta[o] = scale * (exp(z[o] - mx) / total - (o == label ? 1.0f : 0.0f));
+    if (lid == 0) {
+        *loss = log(total) - (z[label] - mx);
+        *hit = best == label;
+    }
+}
+
+// Fully connected backward to the layer below: d_prev[i] = act'(x[i]) * sum_o W[o][i] d[o], with x
+// the layer below's output. Item (c, q) reads the VEC columns from i = c*VEC of the rows
+// o = q, q + parts, ... (neighbouring items, neighbouring columns) into part[q][I]; then one item
+// per column adds the parts in order. parts (a literal) fits the items and the part area.
+inline void fc_backward(SCRATCH const float* d, __global const float* W, int I, int O, __global const float* x,
+                        int prev_act, int parts, SCRATCH float* part, SCRATCH float* d_prev,
+                        __global float* d_prev_out) {
+    const int lid = (int)get_local_id(0), vec = I % 4 == 0 ? 4 : 1, columns = I / vec;
+    for (int e = lid; e < columns * parts; e += SG) {
+        const int c = e % columns, q = e / columns;
+        if (vec == 4) {
+            float4 sum = 0.0f;
+            for (int o = q; o < O; o += parts) sum += vload4(c, W + (size_t)o * I) * d[o];
+            vstore4(sum, c, part + q * I);
+        } else {
+            float sum = 0.0f;
+            for (int o = q; o < O; o += parts) sum += W[(size_t)o * I + c] * d[o];
+            part[q * I + c] = sum;
+        }
+    }
+    SYNC();
+    for (int i = lid; i < I; i += SG) {
+        float sum = 0.0f;
+        for (int q = 0; q < parts; ++q) sum += part[q * I + i];
+        const float v = activation_grad(prev_act, x[i]) * sum;
+        d_prev[i] = v;
+        d_prev_out[i] = v;
+    }
+    SYNC();
+}
+
+// Pair backward, from dpool [OC][PH][PW] (the subsampling's delta) and the pair's input and
+// convolution output (stored by pair_forward):
+// 1. the convolution's delta dc[o][p] = act'(conv_out) * coef[o] * dpool[o][POOL_AT(p)], and the
+//    input staged in x [IC][IH][IW];
+// 2. the sample's share of the pair's gradients ("taps": every connection's K x K weights, then
+//    each map's conv bias, pool coefficient and pool bias), written to part at w_at, b_at, coef_at
+//    and pool_bias_at; the gradient kernel adds the samples' shares. When there are fewer taps
+//    than items, `lanes` items share a tap and tap_sum adds their sums (red: SG floats);
+// 3. if has_prev, the delta of the pair's input: d_prev[i][y][x] = act'(x) * the sum, over the
+//    connections j reading map i (in_begin, in_conn) and the (ky, kx) inside the output, of
+//    dc[conn_out[j]][y-ky][x-kx] * W[j][ky][kx].
+inline void pair_backward(SCRATCH const float* dpool, __global const float* conv_out, __global const float* in,
+                          PAIR_PARAMS const float* W, PAIR_PARAMS const float* coef, __constant const int* conn_begin,
+                          __constant const int* conn_in, __constant const int* conn_out,
+                          __constant const int* in_begin, __constant const int* in_conn, int IC, int IH, int IW,
+                          int OC, int CH, int CW, int K, int conv_act, int PK, int PH, int PW, SCRATCH float* x,
+                          SCRATCH float* dc, SCRATCH float* red, __global float* part, int w_at, int b_at,
+                          int coef_at, int pool_bias_at, int has_prev, int prev_act, SCRATCH float* d_prev,
+                          __global float* d_prev_out) {
+    const int lid = (int)get_local_id(0), M = IH * IW, C = CH * CW, P = PH * PW, KK = K * K;
+    for (int e = lid; e < OC * C; e += SG)
+        dc[e] = activation_grad(conv_act, conv_out[e]) * coef[e / C] * dpool[e / C * P + POOL_AT(e % C, CW, PK, PW)];
+    for (int e = lid; e < IC * M; e += SG) x[e] = in[e];
+    SYNC();
+
+    const int nw = conn_begin[OC] * KK, taps = nw + 3 * OC, per_round = min(taps, SG), lanes = SG / per_round;
+    for (int t0 = 0; t0 < taps; t0 += per_round) {  // the same rounds for every item: tap_sum synchronises
+        const int t = t0 + lid % per_round, lane = lid / per_round;
+        const bool active = t < taps && lane < lanes;
+        float v = 0.0f;
+        int at = 0;
+        if (active && t < nw) {
+            // Conv output p = (cy, cx) pairs with input (cy + ky, cx + kx), at p + cy*(IW - CW) + window.
+            const int j = t / KK, k = t % KK, window = k / K * IW + k % K;
+            SCRATCH const float* xj = x + conn_in[j] * M + window;
+            SCRATCH const float* dco = dc + conn_out[j] * C;
+#define WEIGHT_TERM(p) (dco[p] * xj[(p) + (p) / CW * (IW - CW)])
+            SUM_STRIDED(v, lane, lanes, C, WEIGHT_TERM);
+#undef WEIGHT_TERM
+            at = w_at + t;
+        } else if (active && t < nw + OC) {
+            const int o = t - nw;
+#define BIAS_TERM(p) dc[o * C + (p)]
+            SUM_STRIDED(v, lane, lanes, C, BIAS_TERM);
+#undef BIAS_TERM
+            at = b_at + o;
+        } else if (active && t < nw + 2 * OC) {
+            const int o = t - nw - OC;
+#define COEF_TERM(p) (dpool[o * P + POOL_AT(p, CW, PK, PW)] * conv_out[o * C + (p)])
+            SUM_STRIDED(v, lane, lanes, C, COEF_TERM);
+#undef COEF_TERM
+            at = coef_at + o;
+        } else if (active) {
+            const int o = t - nw - 2 * OC;
+#define POOL_BIAS_TERM(q) dpool[o * P + (q)]
+            SUM_STRIDED(v, lane, lanes, P, POOL_BIAS_TERM);
+#undef POOL_BIAS_TERM
+            at = pool_bias_at + o;
+        }
+        v = tap_sum(red, v, per_round, lanes);
+        if (active && lane == 0) part[at] = v;
+    }
+    if (!has_prev) return;  // a literal: the whole group returns
+
+    for (int e = lid; e < IC * M; e += SG) {
+        const int i = e / M, iy = e % M / IW, ix = e % IW;
+        float sum = 0.0f;
+        for (int q = in_begin[i]; q < in_begin[i + 1]; ++q) {
+            const int j = in_conn[q];
+            SCRATCH const float* dco = dc + (conn_out[j] * CH + iy) * CW + ix;  // minus ky*CW + kx
+            PAIR_PARAMS const float* wj = W + j * KK;
+            for (int ky = 0; ky < K; ++ky) {
+                if (iy - ky < 0 || iy - ky >= CH) continue;
+                for (int kx = 0; kx < K; ++kx)
+                    if (ix - kx >= 0 && ix - kx < CW) sum += dco[-ky * CW - kx] * wj[ky * K + kx];
+            }
+        }
+        const float v = activation_grad(prev_act, x[e]) * sum;
+        d_prev[e] = v;
+        d_prev_out[e] = v;
+    }
+    SYNC();
+}

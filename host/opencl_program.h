@@ -1,0 +1,32 @@
+// The network as OpenCL source for the per-sample kernels of cl_kernels/step.cl: the host writes
+// each layer of network.h as a call to a layer function of cl_kernels/sample_layers.cl, with its
+// shapes and offsets as literals, and the convolutions' connection lists as __constant tables.
+// The compiler then sees every loop bound, and one kernel runs a sample through the whole network.
+//
+// The OpenCL variants run networks of this form: convolution + subsampling pairs (each
+// convolution directly followed by a subsampling), then fully connected layers (a convolution
+// whose window covers its whole input and that reads every input map counts as one), the last
+// without activation (it is fused with the softmax cross-entropy).
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "network.h"
+#include "opencl_layout.h"
+
+namespace lenet5 {
+
+struct SampleProgram {
+    std::string source;                // #defines and tables, put before the kernel files
+    size_t act_floats = 0;             // a sample's activations: its input, then every layer's output
+    std::vector<size_t> output_at;     // layer k's output in them
+    size_t run_begin = 0, run_floats = 0;         // the pairs' parameters: a span of the device layout
+    size_t forward_work = 0, backward_work = 0;  // floats of a work-group's work area per kernel
+};
+
+// group: items per sample's work-group (SG); lanes: items per fully connected output row (LANES).
+// Throws Error when the network is not of the form above.
+SampleProgram sample_program(const Network& net, const DeviceLayout& layout, int group, int lanes);
+
+}  // namespace lenet5
