@@ -2,6 +2,7 @@
 // source, and the host (host/opencl_program.cpp) puts the network's description before it:
 //   SG              items of a sample's work-group (every per-sample kernel runs one group per sample)
 //   LANES           items that share one output row of a fully connected layer (forward)
+//   MAX_K           the largest convolution window edge
 //   ACT_FLOATS      floats of one sample's activations: its input, then every layer's output
 //   RUN_FLOATS      floats of the convolution pairs' parameters (a span of the device layout)
 //   PARAM_FLOATS    floats of the device layout (every parameter, with padding)

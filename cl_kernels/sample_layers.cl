@@ -10,34 +10,46 @@
 // after it: output map o of the convolution reads the input maps of network.h's connection
 // lists, conn_in[conn_begin[o] .. conn_begin[o+1]); connection j has the weights W[j][K][K].
 
-// The convolution output p = (cy, cx) of a CH x CW map lies under pooled output POOL_AT(p).
-#define POOL_AT(p, CW, PK, PW) ((p) / (CW) / (PK) * (PW) + (p) % (CW) / (PK))
+// How many neighbouring outputs of a row one item computes in the convolutions: 4, 2 or 1, the
+// most that divides the row (a literal, so the loops over them unroll).
+#define RUN(width) ((width) % 4 == 0 ? 4 : (width) % 2 == 0 ? 2 : 1)
 
-// Pair forward: each item computes the PK x PK convolution outputs under one pooled output,
-// stores them (conv_out), pools them and stores pool = act(coef[o] * sum + pool_bias[o]) in the
-// work area and in pool_out.
+// Pair forward, in two phases so that every item has work and short sums: convolution outputs
+// (stored in the work area, conv, and in conv_out), then one item per pooled output:
+// pool = act(coef[o] * the PK x PK sum + pool_bias[o]), stored in pool and pool_out.
+// Each item computes RUN(CW) neighbouring convolution outputs of a row, which share their loads.
 inline void pair_forward(SCRATCH const float* x, PAIR_PARAMS const float* W, PAIR_PARAMS const float* bias,
                          PAIR_PARAMS const float* coef, PAIR_PARAMS const float* pool_bias,
                          __constant const int* conn_begin, __constant const int* conn_in, int IH, int IW, int OC,
-                         int CH, int CW, int K, int conv_act, int PK, int PH, int PW, int pool_act,
+                         int CH, int CW, int K, int conv_act, int PK, int PH, int PW, int pool_act, SCRATCH float* conv,
                          __global float* conv_out, SCRATCH float* pool, __global float* pool_out) {
-    for (int e = (int)get_local_id(0); e < OC * PH * PW; e += SG) {
+    const int lid = (int)get_local_id(0), C = CH * CW, R = RUN(CW), CR = CW / R;
+    for (int e = lid; e < OC * CH * CR; e += SG) {
+        const int o = e / (CH * CR), cy = e % (CH * CR) / CR, cx = e % CR * R;
+        float sum[4];
+        for (int r = 0; r < R; ++r) sum[r] = bias[o];
+        for (int j = conn_begin[o]; j < conn_begin[o + 1]; ++j) {
+            SCRATCH const float* xj = x + (conn_in[j] * IH + cy) * IW + cx;
+            PAIR_PARAMS const float* wj = W + j * K * K;
+            for (int ky = 0; ky < K; ++ky)
+                for (int kx = 0; kx < K; ++kx) {
+                    const float w = wj[ky * K + kx];
+                    for (int r = 0; r < R; ++r) sum[r] += xj[ky * IW + kx + r] * w;
+                }
+        }
+        for (int r = 0; r < R; ++r) {
+            const float v = activate(conv_act, sum[r]);
+            conv[o * C + cy * CW + cx + r] = v;
+            conv_out[o * C + cy * CW + cx + r] = v;
+        }
+    }
+    SYNC();
+    for (int e = lid; e < OC * PH * PW; e += SG) {
         const int o = e / (PH * PW), py = e / PW % PH, px = e % PW;
+        SCRATCH const float* c = conv + (o * CH + py * PK) * CW + px * PK;
         float pooled = 0.0f;
         for (int dy = 0; dy < PK; ++dy)
-            for (int dx = 0; dx < PK; ++dx) {
-                const int cy = py * PK + dy, cx = px * PK + dx;
-                float sum = bias[o];
-                for (int j = conn_begin[o]; j < conn_begin[o + 1]; ++j) {
-                    SCRATCH const float* xj = x + (conn_in[j] * IH + cy) * IW + cx;
-                    PAIR_PARAMS const float* wj = W + j * K * K;
-                    for (int ky = 0; ky < K; ++ky)
-                        for (int kx = 0; kx < K; ++kx) sum += xj[ky * IW + kx] * wj[ky * K + kx];
-                }
-                const float v = activate(conv_act, sum);
-                conv_out[(o * CH + cy) * CW + cx] = v;
-                pooled += v;
-            }
+            for (int dx = 0; dx < PK; ++dx) pooled += c[dy * CW + dx];
         const float v = activate(pool_act, coef[o] * pooled + pool_bias[o]);
         pool[e] = v;
         pool_out[e] = v;
@@ -144,15 +156,18 @@ inline void fc_backward(SCRATCH const float* d, __global const float* W, int I, 
 
 // Pair backward, from dpool [OC][PH][PW] (the subsampling's delta) and the pair's input and
 // convolution output (stored by pair_forward):
-// 1. the convolution's delta dc[o][p] = act'(conv_out) * coef[o] * dpool[o][POOL_AT(p)], and the
-//    input staged in x [IC][IH][IW];
+// 1. the convolution's delta dc[o][cy][cx] = act'(conv_out) * coef[o] * dpool[o][cy/PK][cx/PK], kept with
+//    `pad` zeros around each map (pad = K-1 when has_prev, so step 3 needs no bounds checks), and
+//    the input staged in x [IC][IH][IW];
 // 2. the sample's share of the pair's gradients ("taps": every connection's K x K weights, then
 //    each map's conv bias, pool coefficient and pool bias), written to part at w_at, b_at, coef_at
 //    and pool_bias_at; the gradient kernel adds the samples' shares. When there are fewer taps
-//    than items, `lanes` items share a tap and tap_sum adds their sums (red: SG floats);
-// 3. if has_prev, the delta of the pair's input: d_prev[i][y][x] = act'(x) * the sum, over the
-//    connections j reading map i (in_begin, in_conn) and the (ky, kx) inside the output, of
-//    dc[conn_out[j]][y-ky][x-kx] * W[j][ky][kx].
+//    (or rows of taps) than items, `lanes` items share them (each takes every lanes-th row) and
+//    tap_sum adds their sums (red: SG floats);
+// 3. if has_prev, the delta of the pair's input, RUN(IW) neighbouring inputs per item:
+//    d_prev[i][y][x] = act'(x) * the sum, over the connections j reading map i (in_begin, in_conn)
+//    and the (ky, kx) of the window, of dc[conn_out[j]][y-ky][x-kx] * W[j][ky][kx] (zero outside
+//    the map).
 inline void pair_backward(SCRATCH const float* dpool, __global const float* conv_out, __global const float* in,
                           PAIR_PARAMS const float* W, PAIR_PARAMS const float* coef, __constant const int* conn_begin,
                           __constant const int* conn_in, __constant const int* conn_out,
@@ -162,43 +177,60 @@ inline void pair_backward(SCRATCH const float* dpool, __global const float* conv
                           int coef_at, int pool_bias_at, int has_prev, int prev_act, SCRATCH float* d_prev,
                           __global float* d_prev_out) {
     const int lid = (int)get_local_id(0), M = IH * IW, C = CH * CW, P = PH * PW, KK = K * K;
-    for (int e = lid; e < OC * C; e += SG)
-        dc[e] = activation_grad(conv_act, conv_out[e]) * coef[e / C] * dpool[e / C * P + POOL_AT(e % C, CW, PK, PW)];
+    const int pad = has_prev ? K - 1 : 0, DH = CH + 2 * pad, DW = CW + 2 * pad, D = DH * DW;
+    for (int e = lid; e < OC * D; e += SG) {
+        const int o = e / D, cy = e % D / DW - pad, cx = e % DW - pad;
+        float v = 0.0f;
+        if (cy >= 0 && cy < CH && cx >= 0 && cx < CW)
+            v = activation_grad(conv_act, conv_out[(o * CH + cy) * CW + cx]) * coef[o] *
+                dpool[(o * PH + cy / PK) * PW + cx / PK];
+        dc[e] = v;
+    }
     for (int e = lid; e < IC * M; e += SG) x[e] = in[e];
     SYNC();
 
-    const int nw = conn_begin[OC] * KK, taps = nw + 3 * OC, per_round = min(taps, SG), lanes = SG / per_round;
-    for (int t0 = 0; t0 < taps; t0 += per_round) {  // the same rounds for every item: tap_sum synchronises
-        const int t = t0 + lid % per_round, lane = lid / per_round;
+    // 2a. The weights: an item sums a row (j, ky) of K taps, sliding along each input row, so that
+    // every input is read once per row (the unrolled loop reuses the K - 1 it read before).
+    const int rows = conn_begin[OC] * K, row_round = min(rows, SG), row_lanes = min(SG / row_round, CH);
+    for (int t0 = 0; t0 < rows; t0 += row_round) {  // the same rounds for every item: tap_sum synchronises
+        const int t = t0 + lid % row_round, lane = lid / row_round;
+        const bool active = t < rows && lane < row_lanes;
+        float v[MAX_K];
+        for (int kx = 0; kx < K; ++kx) v[kx] = 0.0f;
+        if (active) {
+            const int j = t / K, ky = t % K;
+            SCRATCH const float* xj = x + conn_in[j] * M + ky * IW;
+            SCRATCH const float* dco = dc + conn_out[j] * D + pad * DW + pad;
+            for (int cy = lane; cy < CH; cy += row_lanes)
+                for (int cx = 0; cx < CW; ++cx) {
+                    const float d = dco[cy * DW + cx];
+                    for (int kx = 0; kx < K; ++kx) v[kx] += d * xj[cy * IW + cx + kx];
+                }
+        }
+        for (int kx = 0; kx < K; ++kx) {
+            const float sum = tap_sum(red, v[kx], row_round, row_lanes);
+            if (active && lane == 0) part[w_at + t * K + kx] = sum;
+        }
+    }
+    // 2b. Each map's conv bias, pool coefficient and pool bias: one tap per item (or lane).
+    const int taps = 3 * OC, per_round = min(taps, SG), lanes = SG / per_round;
+    for (int t0 = 0; t0 < taps; t0 += per_round) {
+        const int t = t0 + lid % per_round, lane = lid / per_round, o = t % OC;
         const bool active = t < taps && lane < lanes;
         float v = 0.0f;
         int at = 0;
-        if (active && t < nw) {
-            // Conv output p = (cy, cx) pairs with input (cy + ky, cx + kx), at p + cy*(IW - CW) + window.
-            const int j = t / KK, k = t % KK, window = k / K * IW + k % K;
-            SCRATCH const float* xj = x + conn_in[j] * M + window;
-            SCRATCH const float* dco = dc + conn_out[j] * C;
-#define WEIGHT_TERM(p) (dco[p] * xj[(p) + (p) / CW * (IW - CW)])
-            SUM_STRIDED(v, lane, lanes, C, WEIGHT_TERM);
-#undef WEIGHT_TERM
-            at = w_at + t;
-        } else if (active && t < nw + OC) {
-            const int o = t - nw;
-#define BIAS_TERM(p) dc[o * C + (p)]
-            SUM_STRIDED(v, lane, lanes, C, BIAS_TERM);
-#undef BIAS_TERM
+        if (active && t < OC) {
+            SCRATCH const float* dco = dc + o * D + pad * DW + pad;
+            for (int cy = lane; cy < CH; cy += lanes)
+                for (int cx = 0; cx < CW; ++cx) v += dco[cy * DW + cx];
             at = b_at + o;
-        } else if (active && t < nw + 2 * OC) {
-            const int o = t - nw - OC;
-#define COEF_TERM(p) (dpool[o * P + POOL_AT(p, CW, PK, PW)] * conv_out[o * C + (p)])
-            SUM_STRIDED(v, lane, lanes, C, COEF_TERM);
-#undef COEF_TERM
+        } else if (active && t < 2 * OC) {
+            for (int cy = lane; cy < CH; cy += lanes)
+                for (int cx = 0; cx < CW; ++cx)
+                    v += dpool[(o * PH + cy / PK) * PW + cx / PK] * conv_out[(o * CH + cy) * CW + cx];
             at = coef_at + o;
         } else if (active) {
-            const int o = t - nw - 2 * OC;
-#define POOL_BIAS_TERM(q) dpool[o * P + (q)]
-            SUM_STRIDED(v, lane, lanes, P, POOL_BIAS_TERM);
-#undef POOL_BIAS_TERM
+            for (int q = lane; q < P; q += lanes) v += dpool[o * P + q];
             at = pool_bias_at + o;
         }
         v = tap_sum(red, v, per_round, lanes);
@@ -206,22 +238,27 @@ inline void pair_backward(SCRATCH const float* dpool, __global const float* conv
     }
     if (!has_prev) return;  // a literal: the whole group returns
 
-    for (int e = lid; e < IC * M; e += SG) {
-        const int i = e / M, iy = e % M / IW, ix = e % IW;
-        float sum = 0.0f;
+    const int R = RUN(IW), IR = IW / R;
+    for (int e = lid; e < IC * IH * IR; e += SG) {
+        const int i = e / (IH * IR), iy = e % (IH * IR) / IR, ix = e % IR * R;
+        float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         for (int q = in_begin[i]; q < in_begin[i + 1]; ++q) {
             const int j = in_conn[q];
-            SCRATCH const float* dco = dc + (conn_out[j] * CH + iy) * CW + ix;  // minus ky*CW + kx
+            // dc[o][iy - ky][ix - kx], padded: always inside the padded map.
+            SCRATCH const float* dco = dc + conn_out[j] * D + (iy + pad) * DW + ix + pad;
             PAIR_PARAMS const float* wj = W + j * KK;
-            for (int ky = 0; ky < K; ++ky) {
-                if (iy - ky < 0 || iy - ky >= CH) continue;
-                for (int kx = 0; kx < K; ++kx)
-                    if (ix - kx >= 0 && ix - kx < CW) sum += dco[-ky * CW - kx] * wj[ky * K + kx];
-            }
+            for (int ky = 0; ky < K; ++ky)
+                for (int kx = 0; kx < K; ++kx) {
+                    const float w = wj[ky * K + kx];
+                    for (int r = 0; r < R; ++r) sum[r] += dco[-ky * DW - kx + r] * w;
+                }
         }
-        const float v = activation_grad(prev_act, x[e]) * sum;
-        d_prev[e] = v;
-        d_prev_out[e] = v;
+        for (int r = 0; r < R; ++r) {
+            const int at = (i * IH + iy) * IW + ix + r;
+            const float v = activation_grad(prev_act, x[at]) * sum[r];
+            d_prev[at] = v;
+            d_prev_out[at] = v;
+        }
     }
     SYNC();
 }

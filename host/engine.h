@@ -45,7 +45,8 @@ public:
     virtual ~Engine() = default;
 
     virtual std::string variant() const = 0;
-    virtual std::string device() const = 0;    // e.g. "host (2 threads)" or the OpenCL device name
+    // e.g. "host (2 threads)", or the OpenCL device name and the work-group size per sample
+    virtual std::string device() const = 0;
     virtual std::string platform() const = 0;  // e.g. "host" or the OpenCL platform name
 
     // Called once per split before it is used; images stay where the engine runs.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iostream>
 #include <limits>
 #include <numeric>
 
@@ -80,8 +81,8 @@ std::string OpenCLEngine::variant() const {
     return "gpu";
 }
 
-// Builds the kernels for work-groups of `group` items per sample, or fewer when the compiled
-// per-sample kernels allow fewer on this device.
+// Builds the kernels for work-groups of `group` items per sample (0: the default, 256 or what the
+// compiled kernels allow if less).
 void OpenCLEngine::build_program(int group) {
     const cl::Device& dev = device_.device;
     const char* memory = memory_ == MemoryVariant::Constant ? " -DMEM_CONSTANT"
@@ -90,19 +91,26 @@ void OpenCLEngine::build_program(int group) {
     // LENET5_CL_OPTIONS: extra options for the OpenCL compiler, for experiments.
     const char* env = std::getenv("LENET5_CL_OPTIONS");
     const std::string options = std::string("-cl-std=CL1.2") + memory + (env && *env ? std::string(" ") + env : "");
+    const bool chosen = group > 0;
+    if (!chosen) group = static_cast<int>(wg_);
     for (;;) {
         sample_ = sample_program(net_, layout_, group, std::min(group, kLanes));
         program_ = lenet5::build_program(context_, dev, sample_.source + opencl_kernel_source(), options);
-        size_t allowed = 0;
-        for (const char* name : {"forward_samples", "backward_samples"})
-            allowed = std::max(allowed, cl::Kernel(program_, name).getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(dev));
+        size_t allowed = std::numeric_limits<size_t>::max();
         for (const char* name : {"forward_samples", "backward_samples"})
             allowed = std::min(allowed, cl::Kernel(program_, name).getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(dev));
-        if (allowed >= static_cast<size_t>(group) || group == 1) break;
+        if (allowed >= static_cast<size_t>(group)) break;
+        // NVIDIA's driver reports 256 for every kernel yet runs the larger groups that
+        // reqd_work_group_size asks for, so a chosen size is tried (a failing launch says so).
+        if (chosen) {
+            std::cerr << "lenet5: note: " << device_.name << " reports work-groups of at most " << allowed
+                      << " items for the per-sample kernels (CL_KERNEL_WORK_GROUP_SIZE); trying " << group << "\n";
+            break;
+        }
         group = static_cast<int>(floor_pow2(allowed));
     }
     group_ = static_cast<size_t>(group);
-    for (const char* name : {"forward_samples", "backward_samples"}) check_fits(cl::Kernel(program_, name));
+    for (const char* name : {"forward_samples", "backward_samples"}) check_local_memory(cl::Kernel(program_, name));
     if (memory_ != MemoryVariant::Constant) return;
     const size_t bytes = sample_.run_floats * sizeof(float);
     const cl_ulong limit = dev.getInfo<CL_DEVICE_MAX_CONSTANT_BUFFER_SIZE>();
@@ -153,18 +161,13 @@ void OpenCLEngine::plan_batch(int capacity) {
     gradients_ = {kernel("gradients", acts_, deltas_, partials_, 0, grads_), false, layout_.size(), 3, "gradients"};
 }
 
-// Fails clearly, before any launch, when the device cannot run a per-sample kernel's work-group.
-void OpenCLEngine::check_fits(const cl::Kernel& k) const {
-    const cl::Device& dev = device_.device;
-    const std::string name = k.getInfo<CL_KERNEL_FUNCTION_NAME>();
-    const size_t max_group = k.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(dev);
-    if (group_ > max_group)
-        throw Error(variant() + ": kernel " + name + " needs work-groups of " + std::to_string(group_) + " items; " +
-                    device_.name + " allows " + std::to_string(max_group) + " for it (CL_KERNEL_WORK_GROUP_SIZE)");
-    const cl_ulong local = k.getWorkGroupInfo<CL_KERNEL_LOCAL_MEM_SIZE>(dev);
+// Fails clearly, before any launch, when a per-sample kernel's work area does not fit.
+void OpenCLEngine::check_local_memory(const cl::Kernel& k) const {
+    const cl_ulong local = k.getWorkGroupInfo<CL_KERNEL_LOCAL_MEM_SIZE>(device_.device);
     if (local > local_mem_)
-        throw Error(variant() + ": kernel " + name + " needs " + std::to_string(local) + " bytes of __local memory; " +
-                    device_.name + " has " + std::to_string(local_mem_) + " (CL_DEVICE_LOCAL_MEM_SIZE)");
+        throw Error(variant() + ": kernel " + k.getInfo<CL_KERNEL_FUNCTION_NAME>() + " needs " + std::to_string(local) +
+                    " bytes of __local memory with " + std::to_string(group_) + " items per sample; " + device_.name +
+                    " has " + std::to_string(local_mem_) + " (CL_DEVICE_LOCAL_MEM_SIZE)");
 }
 
 void OpenCLEngine::enqueue(Launch& launch, int count, cl::Event* event) {

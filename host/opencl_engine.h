@@ -34,7 +34,7 @@ public:
     int group() const { return static_cast<int>(group_); }
 
     std::string variant() const override;
-    std::string device() const override { return device_.name; }
+    std::string device() const override { return device_.name + " (" + std::to_string(group_) + " items per sample)"; }
     std::string platform() const override { return device_.platform_name; }
 
     void upload(Split split, const Dataset& data) override;
@@ -80,7 +80,7 @@ private:
     std::vector<float> read_flat(const cl::Buffer& buffer);
     void build_program(int group);
     void plan_batch(int capacity);
-    void check_fits(const cl::Kernel& kernel) const;
+    void check_local_memory(const cl::Kernel& kernel) const;
     void enqueue(Launch& launch, int count, cl::Event* event = nullptr);
     void enqueue_phase(Phase phase, const std::vector<Launch*>& launches, int count);
     void write(const cl::Buffer& buffer, const void* data, size_t bytes);

@@ -80,34 +80,43 @@ SampleProgram sample_program(const Network& net, const DeviceLayout& layout, int
     auto run_at = [&](const DeviceLayout::Block& b) { return b.device - p.run_begin; };
 
     // The work areas. Forward: the input, each pair's pooled output and each fully connected
-    // output, and the fully connected lanes' partial sums. Backward: each delta the layers pass down,
-    // and, shared by the pairs, the staged input, the convolution's delta and the tap sums.
+    // output, and one area for a pair's convolution output or a fully connected layer's lane sums.
+    // Backward: each delta the layers pass down, and, shared by the pairs, the staged input, the
+    // convolution's delta (or a fully connected layer's part sums) and the tap sums.
     Area fwd, bwd;
     std::vector<size_t> fwd_out(L), bwd_delta(L);
     fwd.take(static_cast<size_t>(net.input.size()));
-    size_t most_lanes = 0, most_input = 0, most_conv = 0;
+    size_t most_lanes = 0, most_input = 0, most_conv = 0, most_padded = 0;
     for (size_t k = 0; k < L; ++k) {
         const LayerSpec& l = layers[k];
         const size_t out = static_cast<size_t>(l.out.size());
         if (pair_conv[k]) {
+            // Backward keeps the convolution's delta padded by K-1 around each map, except in the first pair.
+            const size_t pad = k ? static_cast<size_t>(l.kernel - 1) : 0;
             most_input = std::max(most_input, static_cast<size_t>(l.in.size()));
             most_conv = std::max(most_conv, out);
+            most_padded = std::max(most_padded, static_cast<size_t>(l.out.c) * (static_cast<size_t>(l.out.h) + 2 * pad) *
+                                                    (static_cast<size_t>(l.out.w) + 2 * pad));
             continue;
         }
         fwd_out[k] = fwd.take(out);
         bwd_delta[k] = bwd.take(out);
         if (k >= pairs_end) most_lanes = std::max(most_lanes, out * static_cast<size_t>(lanes));
     }
-    const size_t part_at = fwd.take(most_lanes);
-    // The convolution's delta area doubles as the fully connected backward's part area.
+    // The pairs' convolution outputs (forward) and deltas (backward) share their areas with the
+    // fully connected layers' part sums, which run at other times.
+    const size_t conv_at = fwd.take(std::max(most_conv, most_lanes)), part_at = conv_at;
     size_t most_fc_input = 0;
     for (size_t k = pairs_end; k < L; ++k) most_fc_input = std::max(most_fc_input, static_cast<size_t>(layers[k].in.size()));
-    const size_t dc_floats = std::max(most_conv, most_fc_input);
+    const size_t dc_floats = std::max(most_padded, most_fc_input);
     const size_t stage_at = bwd.take(most_input), dc_at = bwd.take(dc_floats), red_at = bwd.take(G);
     p.forward_work = fwd.size;
     p.backward_work = bwd.size;
 
     std::ostringstream s;
+    int max_k = 1;
+    for (size_t k = 0; k < pairs_end; k += 2) max_k = std::max(max_k, layers[k].kernel);
+    s << "#define MAX_K " << max_k << "\n";
     s << "#define SG " << group << "\n#define LANES " << lanes << "\n#define INPUT_FLOATS " << net.input.size()
       << "\n#define ACT_FLOATS " << p.act_floats << "\n#define RUN_FLOATS " << p.run_floats << "\n#define PARAM_FLOATS "
       << layout.size() << "\n#define FORWARD_WORK " << p.forward_work << "\n#define BACKWARD_WORK " << p.backward_work
@@ -145,7 +154,7 @@ SampleProgram sample_program(const Network& net, const DeviceLayout& layout, int
             fw << "    pair_forward(work + " << in_work << ", pp + " << run_at(layout.weights(k)) << ", pp + "
                << run_at(layout.bias(k)) << ", pp + " << run_at(layout.weights(k + 1)) << ", pp + "
                << run_at(layout.bias(k + 1)) << ", conn_begin_" << n << ", conn_in_" << n << ", " << l.in.h << ", "
-               << l.in.w << ", " << pair_shape(k) << ", " << act_name(pool.activation) << ", act + " << p.output_at[k]
+               << l.in.w << ", " << pair_shape(k) << ", " << act_name(pool.activation) << ", work + " << conv_at << ", act + " << p.output_at[k]
                << ", work + " << fwd_out[k + 1] << ", act + " << p.output_at[k + 1] << "); \\\n";
             ++k;
         } else {
