@@ -16,6 +16,7 @@ std::string help_text() {
                "usage:\n"
                "  lenet5 train [options]        train, printing one table row per epoch\n"
                "  lenet5 eval --model FILE      test accuracy, loss and confusion matrix of a checkpoint\n"
+               "  lenet5 tune [options]         time each work-group size of the OpenCL variants, cache the fastest\n"
                "  lenet5 devices                list the OpenCL devices (index for --device)\n"
                "  lenet5 --help | --version\n"
                "\n"
@@ -25,8 +26,8 @@ std::string help_text() {
            ")\n"
            "                   auto = gpu-local on the first GPU of any platform, else omp, else cpu\n"
            "  --device N       OpenCL device index from `lenet5 devices` (default: first GPU, else first device)\n"
-           "  --group N        OpenCL: items of each sample's work-group, a power of two\n"
-           "                   (default: 256, or fewer if the device allows fewer)\n"
+           "  --group N        OpenCL: items of each sample's work-group, a power of two (default: what\n"
+           "                   `lenet5 tune` found fastest for this device, variant and batch, else 256)\n"
            "  --threads N      threads for omp (default: OMP_NUM_THREADS, else all cores)\n"
            "  --epochs N       train up to epoch N (default 10)\n"
            "  --batch B        mini-batch size (default 64)\n"
@@ -46,6 +47,15 @@ std::string help_text() {
            "                   and device time (slows the epoch: each launch carries an event)\n"
            "\n"
            "eval options: --model FILE, --variant, --device, --group, --test-limit, --data, --json as above\n"
+           "\n"
+           "tune options: times training steps on random images, so it needs no data set\n"
+           "  --variant V,...  the OpenCL variants to tune (default: gpu,gpu-constant,gpu-local)\n"
+           "  --device N       as above\n"
+           "  --batch B        the batch size to tune for (default 64); tune each size you train with\n"
+           "  --groups G,...   candidate work-group sizes (default: 32, 64, ... up to the device's limit, at most 1024)\n"
+           "  --steps N        timed steps per candidate, in each of 3 runs (default 50)\n"
+           "  --cache FILE     the tuning cache (default: $LENET5_TUNING, else $XDG_CACHE_HOME/lenet5/tuning.tsv,\n"
+           "                   else ~/.cache/lenet5/tuning.tsv); train and eval read it from the default place\n"
            "\n"
            "Each epoch row gives the milliseconds spent in the forward, backward and update\n"
            "phases (OpenCL: device time from event profiling; host variants: a steady clock\n"
@@ -85,6 +95,12 @@ int parse_count(const std::string& flag, const std::string& text, int lo) {
     return static_cast<int>(parse_int(flag, text, lo, std::numeric_limits<int>::max()));
 }
 
+int parse_power_of_two(const std::string& flag, const std::string& text) {
+    const int v = parse_count(flag, text, 1);
+    if (v & (v - 1)) throw UsageError(flag + ": " + text + " is not a power of two");
+    return v;
+}
+
 float parse_float(const std::string& flag, const std::string& text, float lo, float hi, bool hi_open) {
     errno = 0;
     char* end = nullptr;
@@ -101,10 +117,7 @@ bool parse_common(const std::string& flag, ArgReader& r, EngineRequest& engine, 
                   std::string& json_path, int& test_limit) {
     if (flag == "--variant") engine.variant = r.value(flag);
     else if (flag == "--device") engine.device = parse_count(flag, r.value(flag), 0);
-    else if (flag == "--group") {
-        engine.group = parse_count(flag, r.value(flag), 1);
-        if (engine.group & (engine.group - 1)) throw UsageError(flag + ": " + std::to_string(engine.group) + " is not a power of two");
-    }
+    else if (flag == "--group") engine.group = parse_power_of_two(flag, r.value(flag));
     else if (flag == "--data") data_dir = r.value(flag);
     else if (flag == "--json") json_path = r.value(flag);
     else if (flag == "--test-limit") test_limit = parse_count(flag, r.value(flag), 1);
@@ -112,6 +125,40 @@ bool parse_common(const std::string& flag, ArgReader& r, EngineRequest& engine, 
     if ((flag == "--data" || flag == "--json") && (flag == "--data" ? data_dir : json_path).empty())
         throw UsageError(flag + " needs a non-empty value");
     return true;
+}
+
+// A comma-separated list, each item checked by `item`.
+template <class F>
+void for_each_listed(const std::string& flag, const std::string& text, F item) {
+    size_t start = 0;
+    for (;;) {
+        const size_t comma = text.find(',', start);
+        const std::string part = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        if (part.empty()) throw UsageError(flag + ": '" + text + "' has an empty item");
+        item(part);
+        if (comma == std::string::npos) return;
+        start = comma + 1;
+    }
+}
+
+void parse_tune_option(const std::string& flag, ArgReader& r, TuneOptions& t) {
+    if (flag == "--variant") {
+        t.variants.clear();
+        for_each_listed(flag, r.value(flag), [&](const std::string& v) {
+            if (v != "gpu" && v != "gpu-constant" && v != "gpu-local")
+                throw UsageError(flag + ": '" + v + "' is not an OpenCL variant (gpu, gpu-constant, gpu-local)");
+            t.variants.push_back(v);
+        });
+    } else if (flag == "--device") t.device = parse_count(flag, r.value(flag), 0);
+    else if (flag == "--batch") t.batch = parse_count(flag, r.value(flag), 1);
+    else if (flag == "--steps") t.steps = parse_count(flag, r.value(flag), 1);
+    else if (flag == "--groups") {
+        t.groups.clear();
+        for_each_listed(flag, r.value(flag), [&](const std::string& g) { t.groups.push_back(parse_power_of_two(flag, g)); });
+    } else if (flag == "--cache") {
+        t.cache_path = r.value(flag);
+        if (t.cache_path.empty()) throw UsageError(flag + " needs a non-empty value");
+    } else throw UsageError("unknown option '" + flag + "' for tune (try `lenet5 --help`)");
 }
 
 }  // namespace
@@ -129,6 +176,7 @@ Command parse_command_line(const std::vector<std::string>& args) {
     if (name == "devices") cmd.kind = Command::Kind::Devices;
     else if (name == "train") cmd.kind = Command::Kind::Train;
     else if (name == "eval") cmd.kind = Command::Kind::Eval;
+    else if (name == "tune") cmd.kind = Command::Kind::Tune;
     else throw UsageError("unknown command '" + name + "' (try `lenet5 --help`)");
 
     TrainOptions& t = cmd.train;
@@ -160,6 +208,8 @@ Command parse_command_line(const std::vector<std::string>& args) {
             if (flag == "--model") e.model_path = r.value(flag);
             else if (flag == "--threads") e.engine.threads = parse_count(flag, r.value(flag), 1);
             else throw UsageError("unknown option '" + flag + "' for eval (try `lenet5 --help`)");
+        } else if (cmd.kind == Command::Kind::Tune) {
+            parse_tune_option(flag, r, cmd.tune);
         } else {
             throw UsageError("unknown option '" + flag + "' for " + name + " (try `lenet5 --help`)");
         }

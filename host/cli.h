@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "trainer.h"
+#include "tune.h"
 
 namespace lenet5 {
 
@@ -14,9 +15,10 @@ struct EvalOptions {
 };
 
 struct Command {
-    enum class Kind { Train, Eval, Devices, Help, Version } kind = Kind::Help;
+    enum class Kind { Train, Eval, Tune, Devices, Help, Version } kind = Kind::Help;
     TrainOptions train;
     EvalOptions eval;
+    TuneOptions tune;
 };
 
 // Throws UsageError (exit 2) for an unknown command or flag, a missing or bad value.

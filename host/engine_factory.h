@@ -12,7 +12,8 @@ struct EngineRequest {
     std::string variant = "auto";  // cpu, avx, omp, gpu, gpu-constant, gpu-local, or auto
     int device = -1;               // OpenCL device index from `lenet5 devices`; -1 = the first GPU, else the first device
     int threads = 0;               // omp: 0 = OMP_NUM_THREADS or all cores
-    int group = 0;                 // OpenCL: items per sample's work-group, a power of two; 0 = the default
+    int group = 0;                 // OpenCL: items per sample's work-group, a power of two; 0 = tuned or default
+    int batch = 0;                 // OpenCL: the training batch, whose tuned group (lenet5 tune) applies; 0 = none
 };
 
 // Every variant name the program knows, built or not.

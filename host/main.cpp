@@ -95,6 +95,12 @@ int run(const std::vector<std::string>& args) {
             throw Error("this build has no OpenCL support (configure with -DLENET5_OPENCL=ON)");
 #endif
         case Command::Kind::Eval: return run_eval(cmd.eval);
+        case Command::Kind::Tune:
+#ifdef LENET5_HAVE_OPENCL
+            return run_tune(cmd.tune, std::cout);
+#else
+            throw Error("this build has no OpenCL support (configure with -DLENET5_OPENCL=ON): nothing to tune");
+#endif
         case Command::Kind::Train:
             install_signal_handlers();  // before the data loads, so an early Ctrl-C is not lost
             return run_train(cmd.train);

@@ -11,9 +11,11 @@ namespace lenet5 {
 
 // Builds the engine of `variant` on OpenCL device `device` (the index of
 // `lenet5 devices`; -1 = the first GPU of any platform, else device 0), with work-groups of
-// `group` items per sample (0: the default).
+// `group` items per sample; 0: the group `lenet5 tune` cached for this device, variant and
+// `batch` (tuning_cache.h), else the default.
 // Throws Error when there is no such device or it lacks what the variant needs.
-std::unique_ptr<Engine> make_opencl_engine(const Network& net, const std::string& variant, int device, int group);
+std::unique_ptr<Engine> make_opencl_engine(const Network& net, const std::string& variant, int device, int group,
+                                           int batch);
 
 // True when some platform has a GPU (what `auto` looks for).
 bool opencl_gpu_available();

@@ -9,6 +9,7 @@
 #include "opencl_backend.h"
 #include "opencl_kernels.h"
 #include "preprocess.h"
+#include "tuning_cache.h"
 
 namespace lenet5 {
 namespace {
@@ -30,8 +31,13 @@ constexpr int kLanes = 32;
 
 }  // namespace
 
-OpenCLEngine::OpenCLEngine(Network net, MemoryVariant memory, const OpenCLDevice& device, int group)
-    : net_(std::move(net)), memory_(memory), device_(device), layout_(net_, sub_buffer_align(device.device)) {
+OpenCLEngine::OpenCLEngine(Network net, MemoryVariant memory, const OpenCLDevice& device, int group,
+                           std::string group_origin)
+    : net_(std::move(net)),
+      memory_(memory),
+      device_(device),
+      group_origin_(std::move(group_origin)),
+      layout_(net_, sub_buffer_align(device.device)) {
     if (group < 0 || (group & (group - 1)) != 0)
         throw Error("the work-group size per sample must be a power of two, not " + std::to_string(group));
     cl_checked([&] {
@@ -422,13 +428,29 @@ std::vector<float> OpenCLEngine::gradients() {
     return cl_checked([&] { return read_flat(grads_); });
 }
 
-std::unique_ptr<Engine> make_opencl_engine(const Network& net, const std::string& variant, int device, int group) {
+std::unique_ptr<Engine> make_opencl_engine(const Network& net, const std::string& variant, int device, int group,
+                                           int batch) {
     MemoryVariant memory;
     if (variant == "gpu") memory = MemoryVariant::Global;
     else if (variant == "gpu-constant") memory = MemoryVariant::Constant;
     else if (variant == "gpu-local") memory = MemoryVariant::Local;
     else throw Error("'" + variant + "' is not an OpenCL variant");
-    return std::make_unique<OpenCLEngine>(net, memory, select_opencl_device(device), group);
+    const OpenCLDevice dev = select_opencl_device(device);
+    std::string origin = group ? "--group" : "default";
+    if (!group && batch > 0) {
+        // A broken cache costs the tuning, not the run.
+        const std::string path = default_tuning_path();
+        try {
+            const TuningKey key{dev.platform_name, dev.name, dev.driver, variant, batch};
+            if (const auto tuned = find_tuned_group(read_tuning(path), key)) {
+                group = *tuned;
+                origin = "tuned";
+            }
+        } catch (const Error& e) {
+            std::cerr << "lenet5: warning: " << e.what() << "; using the default work-group size\n";
+        }
+    }
+    return std::make_unique<OpenCLEngine>(net, memory, dev, group, origin);
 }
 
 }  // namespace lenet5

@@ -26,15 +26,18 @@ enum class MemoryVariant {
 class OpenCLEngine final : public Engine {
 public:
     // group: items per sample's work-group, a power of two (0: the default, 256 or the device's
-    // limit if lower).
-    OpenCLEngine(Network net, MemoryVariant memory, const OpenCLDevice& device, int group = 0);
+    // limit if lower); group_origin says where it came from (device() shows it).
+    OpenCLEngine(Network net, MemoryVariant memory, const OpenCLDevice& device, int group = 0,
+                 std::string group_origin = "default");
     OpenCLEngine(const OpenCLEngine&) = delete;  // its step lists point into itself
     OpenCLEngine& operator=(const OpenCLEngine&) = delete;
 
     int group() const { return static_cast<int>(group_); }
 
     std::string variant() const override;
-    std::string device() const override { return device_.name + " (" + std::to_string(group_) + " items per sample)"; }
+    std::string device() const override {
+        return device_.name + " (" + std::to_string(group_) + " items per sample, " + group_origin_ + ")";
+    }
     std::string platform() const override { return device_.platform_name; }
 
     void upload(Split split, const Dataset& data) override;
@@ -93,6 +96,7 @@ private:
     Network net_;
     MemoryVariant memory_;
     OpenCLDevice device_;
+    std::string group_origin_;
     cl::Context context_;
     cl::CommandQueue queue_;
     size_t wg_ = 0;     // work-group size of the element-wise kernels

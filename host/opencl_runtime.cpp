@@ -34,6 +34,7 @@ std::vector<OpenCLDevice> opencl_devices() {
                 d.device = device;
                 d.platform_name = platform.getInfo<CL_PLATFORM_NAME>();
                 d.name = device.getInfo<CL_DEVICE_NAME>();
+                d.driver = device.getInfo<CL_DRIVER_VERSION>();
                 d.is_gpu = (device.getInfo<CL_DEVICE_TYPE>() & CL_DEVICE_TYPE_GPU) != 0;
                 devices.push_back(std::move(d));
             }

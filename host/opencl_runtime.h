@@ -18,7 +18,7 @@ struct OpenCLDevice {
     int index = 0;  // flat over the platforms in their order: the index of `lenet5 devices`
     cl::Platform platform;
     cl::Device device;
-    std::string platform_name, name;
+    std::string platform_name, name, driver;  // driver: CL_DRIVER_VERSION
     bool is_gpu = false;
 };
 

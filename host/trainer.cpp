@@ -77,7 +77,9 @@ TrainResult train(const TrainOptions& o, const TrainObserver& observer) {
                         " epochs; --epochs " + std::to_string(o.epochs) + " asks for no more");
     }
     // The engine first: a bad --variant or --device is reported before the data loads.
-    auto engine = make_engine(net, opt.engine);
+    EngineRequest request = opt.engine;
+    request.batch = opt.batch;  // the OpenCL variants' tuned work-group size is per batch
+    auto engine = make_engine(net, request);
     if (opt.kernel_profile) engine->profile_kernels();
     const std::string dir = resolve_data_dir(opt.data_dir);
     const Dataset train_set = load_mnist(dir, Split::Train, opt.train_limit);

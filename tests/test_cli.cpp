@@ -94,6 +94,23 @@ TEST(Cli, KernelProfileListsEveryKernelOrSaysThereAreNone) {
 #endif
 }
 
+TEST(Cli, TuneTimesEachGroupAndCachesTheFastest) {
+    expect_usage_error("tune --groups 32,48", "--groups: 48 is not a power of two");
+    expect_usage_error("tune --variant gpu,omp", "'omp' is not an OpenCL variant");
+    expect_usage_error("tune --groups 32,,64", "has an empty item");
+#ifdef LENET5_HAVE_OPENCL
+    const std::string cache = ::testing::TempDir() + "lenet5_cli_tune_" + std::to_string(::getpid()) + ".tsv";
+    std::remove(cache.c_str());
+    const Result r = run("tune --variant gpu-local --batch 4 --groups 16,32 --steps 1 --cache " + cache);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("gpu-local:\n     16 "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("\n     32 "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("fastest: "), std::string::npos) << r.out;
+    const std::string text = slurp(cache);
+    EXPECT_NE(text.find("\tgpu-local\t4\t"), std::string::npos) << text;
+#endif
+}
+
 TEST(Cli, SigintFinishesTheStepSavesAndExits130) {
     const std::string dir = lenet5::test::mnist_dir();
     if (dir.empty()) GTEST_SKIP() << "MNIST not fetched (run data/fetch_mnist.sh)";

@@ -1,0 +1,43 @@
+// The autotuner's cache (`lenet5 tune` writes it, the OpenCL variants read it): the fastest
+// work-group size per sample measured for a device, driver, variant and batch size. A text file
+// of tab-separated lines, one per key:
+//   platform <TAB> device <TAB> driver <TAB> variant <TAB> batch <TAB> group <TAB> us_per_step
+// Lines starting with '#' are comments.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace lenet5 {
+
+struct TuningKey {
+    std::string platform, device, driver, variant;
+    int batch = 0;
+    bool operator==(const TuningKey& o) const {
+        return platform == o.platform && device == o.device && driver == o.driver && variant == o.variant &&
+               batch == o.batch;
+    }
+};
+
+struct TuningEntry {
+    TuningKey key;
+    int group = 0;             // items per sample's work-group
+    double us_per_step = 0.0;  // what it measured, for the reader
+};
+
+// $LENET5_TUNING, else $XDG_CACHE_HOME/lenet5/tuning.tsv, else $HOME/.cache/lenet5/tuning.tsv;
+// empty when none of them is set.
+std::string default_tuning_path();
+
+// The entries of the file at `path`; none when it does not exist. Throws Error naming the path
+// and line when a line is malformed.
+std::vector<TuningEntry> read_tuning(const std::string& path);
+
+// Adds `entry` to the file at `path`, replacing the entry with the same key; creates the folder.
+// Written atomically (atomic_file.h).
+void store_tuning(const std::string& path, const TuningEntry& entry);
+
+// The tuned group for `key`, if the entries have one.
+std::optional<int> find_tuned_group(const std::vector<TuningEntry>& entries, const TuningKey& key);
+
+}  // namespace lenet5
