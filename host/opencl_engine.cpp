@@ -106,13 +106,9 @@ void OpenCLEngine::build_program(int group) {
         for (const char* name : {"forward_samples", "backward_samples"})
             allowed = std::min(allowed, cl::Kernel(program_, name).getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(dev));
         if (allowed >= static_cast<size_t>(group)) break;
-        // NVIDIA's driver reports 256 for every kernel yet runs the larger groups that
-        // reqd_work_group_size asks for, so a chosen size is tried (a failing launch says so).
-        if (chosen) {
-            std::cerr << "lenet5: note: " << device_.name << " reports work-groups of at most " << allowed
-                      << " items for the per-sample kernels (CL_KERNEL_WORK_GROUP_SIZE); trying " << group << "\n";
-            break;
-        }
+        // NVIDIA's driver reports 256 for every kernel, even a trivial one, yet runs the larger
+        // groups that reqd_work_group_size asks for: a chosen size is tried (a failing launch says so).
+        if (chosen) break;
         group = static_cast<int>(floor_pow2(allowed));
     }
     group_ = static_cast<size_t>(group);
