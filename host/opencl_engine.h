@@ -29,7 +29,7 @@ public:
     // limit if lower); group_origin says where it came from (device() shows it).
     OpenCLEngine(Network net, MemoryVariant memory, const OpenCLDevice& device, int group = 0,
                  std::string group_origin = "default");
-    OpenCLEngine(const OpenCLEngine&) = delete;  // its step lists point into itself
+    OpenCLEngine(const OpenCLEngine&) = delete;  // it owns its device state
     OpenCLEngine& operator=(const OpenCLEngine&) = delete;
 
     int group() const { return static_cast<int>(group_); }

@@ -1,9 +1,9 @@
 // Where the parameters live on an OpenCL device: network.h's flat layout with every
-// block (a layer's weights, a layer's biases) moved up to an aligned offset, so that
-// each block can be its own sub-buffer. Kernels then take a layer's weights and biases
-// as separate arguments, which is what lets gpu-constant pass them as __constant
-// (a __constant argument must be a whole buffer or sub-buffer). Gradients and momentum
-// use the same layout; the padding holds zeros, so the update keeps it at zero.
+// block (a layer's weights, a layer's biases) moved up to an aligned offset, so that a
+// span of blocks can be its own sub-buffer: gpu-constant passes the convolution pairs'
+// parameters as one __constant argument, which must be a whole buffer or sub-buffer.
+// Gradients and momentum use the same layout; the padding holds zeros, so the update
+// keeps it at zero.
 #pragma once
 #include <cstddef>
 #include <vector>

@@ -27,7 +27,8 @@ TEST(Cli, HelpAndVersion) {
     EXPECT_EQ(r.status, 0);
     EXPECT_NE(r.out.find("lenet5 train"), std::string::npos);
     for (const char* flag : {"--variant", "--device", "--epochs", "--batch", "--lr", "--momentum", "--seed",
-                             "--train-limit", "--test-limit", "--data", "--json", "--save", "--resume", "--model"})
+                             "--train-limit", "--test-limit", "--data", "--json", "--save", "--resume", "--model",
+                             "--group", "lenet5 tune", "--groups", "--steps", "--cache"})
         EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
     EXPECT_EQ(run("train --help").status, 0);
     r = run("--version");
