@@ -52,7 +52,7 @@ OpenCLEngine::OpenCLEngine(Network net, MemoryVariant memory, const OpenCLDevice
             throw Error("work-groups of " + std::to_string(group) + " items per sample: " + device_.name +
                         " allows at most " + std::to_string(limit));
         local_mem_ = dev.getInfo<CL_DEVICE_LOCAL_MEM_SIZE>();
-        build_program(group ? group : static_cast<int>(wg_));
+        build_program(group);
 
         const size_t bytes = layout_.size() * sizeof(float);
         params_ = cl::Buffer(context_, CL_MEM_READ_WRITE, bytes);
