@@ -55,7 +55,7 @@ std::string help_text() {
            "  --groups G,...   candidate work-group sizes (default: 32, 64, ... up to the device's limit, at most 1024)\n"
            "  --steps N        timed steps per candidate, in each of 3 runs (default 50)\n"
            "  --cache FILE     the tuning cache (default: $LENET5_TUNING, else $XDG_CACHE_HOME/lenet5/tuning.tsv,\n"
-           "                   else ~/.cache/lenet5/tuning.tsv); train and eval read it from the default place\n"
+           "                   else ~/.cache/lenet5/tuning.tsv); train reads it from the default place\n"
            "\n"
            "Each epoch row gives the milliseconds spent in the forward, backward and update\n"
            "phases (OpenCL: device time from event profiling; host variants: a steady clock\n"
