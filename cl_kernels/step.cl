@@ -1,8 +1,8 @@
 // A training step's kernels (compiled after sample_layers.cl): forward_samples and
 // backward_samples run one work-group of SG items per sample, through every layer; gradients
 // adds the samples' contributions up into each parameter's gradient; update.cl's sgd_momentum
-// follows. NETWORK_FORWARD, NETWORK_BACKWARD and NETWORK_GRADIENTS are the network's layers as
-// calls, written by the host (host/opencl_program.cpp) from the names declared here.
+// follows. The NETWORK_ macros are the network's layers as calls, written by the host
+// (host/opencl_program.cpp) from the names declared here.
 //
 // The batch's sample s is data set row rows[first + s]. Its activations act = acts + s*ACT_FLOATS
 // hold the input at 0, then every layer's output; its deltas (same offsets) each layer's delta.
@@ -91,13 +91,52 @@ inline float fc_bias_gradient(__global const float* deltas, int count, int o, in
     return g;
 }
 
+#ifdef MEM_LOCAL
+// A GRAD_TILE x GRAD_TILE tile of a fully connected layer's weight gradients gW [O][I] (rows from
+// o0, columns from i0): each round stages GRAD_TILE samples' deltas and inputs in __local, where
+// each is read GRAD_TILE times, instead of once per weight from __global. Item (ly, lx) owns
+// gW[o0 + ly][i0 + lx] and adds the samples in order.
+inline void fc_weight_tile(__global const float* acts, __global const float* deltas, int count, __global float* gW,
+                           int I, int O, int delta_at, int in_at, int tile, __local float* dt, __local float* xt) {
+    const int lid = (int)get_local_id(0), ly = lid / GRAD_TILE, lx = lid % GRAD_TILE;
+    const int columns = (I + GRAD_TILE - 1) / GRAD_TILE, o0 = tile / columns * GRAD_TILE, i0 = tile % columns * GRAD_TILE;
+    float g = 0.0f;
+    for (int s0 = 0; s0 < count; s0 += GRAD_TILE) {
+        const size_t row = (size_t)(s0 + ly) * ACT_FLOATS;  // item (ly, lx) stages sample s0 + ly
+        const bool sample = s0 + ly < count;
+        dt[lid] = sample && o0 + lx < O ? deltas[row + delta_at + o0 + lx] : 0.0f;
+        xt[lid] = sample && i0 + lx < I ? acts[row + in_at + i0 + lx] : 0.0f;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int k = 0; k < GRAD_TILE; ++k) g += dt[k * GRAD_TILE + ly] * xt[k * GRAD_TILE + lx];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (o0 + ly < O && i0 + lx < I) gW[(o0 + ly) * I + i0 + lx] = g;
+}
+#endif
+
 // Every parameter's gradient (zero in the layout's padding), overwritten.
-// NDRange (round_up(PARAM_FLOATS, WG)): one item per float of the device layout.
+// NDRange ((WEIGHT_TILES if gpu-local, else 0) * GRAD_TILE^2 + round_up(PARAM_FLOATS, GRAD_TILE^2)),
+// work-group GRAD_TILE^2: gpu-local's first WEIGHT_TILES groups compute the fully connected weight
+// tiles; after them, one item per float of the device layout.
 __kernel void gradients(__global const float* acts, __global const float* deltas, __global const float* partials,
                         int count, __global float* grads) {
+#ifdef MEM_LOCAL
+    __local float dt[GRAD_TILE * GRAD_TILE], xt[GRAD_TILE * GRAD_TILE];
+    const int tile = (int)get_group_id(0);
+    if (tile < WEIGHT_TILES) {
+        NETWORK_WEIGHT_TILES
+        return;
+    }
+    const int p = (int)get_global_id(0) - WEIGHT_TILES * GRAD_TILE * GRAD_TILE;
+    if (p >= PARAM_FLOATS || IN_WEIGHT_TILES(p)) return;
+#else
     const int p = (int)get_global_id(0);
     if (p >= PARAM_FLOATS) return;
+#endif
     float g = 0.0f;
     NETWORK_GRADIENTS
+#ifndef MEM_LOCAL
+    NETWORK_WEIGHT_GRADIENTS
+#endif
     grads[p] = g;
 }

@@ -63,11 +63,11 @@ private:
     enum class Phase { Forward, Backward, Update, Transfer };
 
     // One kernel with its fixed arguments set. per_sample: count work-groups of group_ items;
-    // otherwise `global` items in groups of wg_.
+    // otherwise `global` items (rounded up) in groups of `group` (0: wg_).
     struct Launch {
         cl::Kernel kernel;
         bool per_sample = false;
-        size_t global = 1;
+        size_t global = 1, group = 0;
         int count_arg = -1;  // the argument that takes the batch count, if any
         std::string name{};  // the kernel's, for the per-kernel profile
     };
@@ -101,6 +101,7 @@ private:
     cl::CommandQueue queue_;
     size_t wg_ = 0;     // work-group size of the element-wise kernels
     size_t group_ = 0;  // items per sample's work-group (SG)
+    size_t tile_ = 0;   // the gradients kernel's tile edge (GRAD_TILE; tile_ * tile_ items per group)
     cl_ulong local_mem_ = 0;
     DeviceLayout layout_;
     SampleProgram sample_;
