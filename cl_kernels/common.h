@@ -7,9 +7,8 @@
 //   RUN_FLOATS      floats of the convolution pairs' parameters (a span of the device layout)
 //   PARAM_FLOATS    floats of the device layout (every parameter, with padding)
 //   FORWARD_WORK, BACKWARD_WORK   floats of a group's work area in each kernel
-//   GRAD_TILE, WEIGHT_TILES   gpu-local's weight-gradient tiles: their edge, how many (step.cl)
-//   NETWORK_FORWARD, NETWORK_BACKWARD, NETWORK_GRADIENTS, NETWORK_WEIGHT_GRADIENTS,
-//   NETWORK_WEIGHT_TILES, IN_WEIGHT_TILES(p)   the layers, as calls and conditions (step.cl)
+//   GRAD_PARAMS, GRAD_LANES   the gradients kernel's work-group: parameters times lanes (step.cl)
+//   NETWORK_FORWARD, NETWORK_BACKWARD, NETWORK_GRADIENTS   the layers, as calls (step.cl)
 // and the variant:
 //   -DMEM_CONSTANT  the convolution pairs' parameters are read through __constant memory (gpu-constant)
 //   -DMEM_LOCAL     a group's work area and those parameters are in __local memory (gpu-local)

@@ -16,6 +16,15 @@
 #define WORK_ARG , __global float* work_buffer
 #endif
 
+// The gradients kernel's lane sums: __local for gpu-local, else this group's slice of sums_buffer.
+#ifdef MEM_LOCAL
+#define SUMS_AREA __local float sums[GRAD_PARAMS * GRAD_LANES]
+#define SUMS_ARG
+#else
+#define SUMS_AREA __global float* sums = sums_buffer + (size_t)get_group_id(0) * GRAD_PARAMS * GRAD_LANES
+#define SUMS_ARG , __global float* sums_buffer
+#endif
+
 // The pairs' parameters as the layers read them (pp): gpu-local copies them to __local memory.
 #ifdef MEM_LOCAL
 #define PAIR_PARAMETERS(run_params)             \
@@ -63,80 +72,54 @@ __kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void backward_samples(
     NETWORK_BACKWARD
 }
 
-// A pair parameter's gradient: the samples' shares, in sample order.
-inline float pair_gradient(__global const float* partials, int count, int at) {
+// A parameter's gradient is a sum over the batch's samples. Each of GRAD_LANES items sums every
+// GRAD_LANES-th sample from `lane` (so no item waits on a long chain of loads), then the gradients
+// kernel adds the lanes in order.
+
+// A pair parameter: the samples' shares.
+inline float pair_gradient(__global const float* partials, int count, int at, int lane) {
     float g = 0.0f;
 #define PARTIAL_TERM(s) partials[(size_t)(s) * RUN_FLOATS + at]
-    SUM_STRIDED(g, 0, 1, count, PARTIAL_TERM);
+    SUM_STRIDED(g, lane, GRAD_LANES, count, PARTIAL_TERM);
 #undef PARTIAL_TERM
     return g;
 }
 
-// A fully connected weight's gradient, sum over the samples of delta[o] * in[i] (delta_at, in_at:
-// the layer's delta and its input in a sample's activations).
+// A fully connected weight: delta[o] * in[i] (delta_at, in_at: the layer's delta and its input in
+// a sample's activations).
 inline float fc_weight_gradient(__global const float* acts, __global const float* deltas, int count, int o, int i,
-                                int delta_at, int in_at) {
+                                int delta_at, int in_at, int lane) {
     float g = 0.0f;
 #define WEIGHT_GRAD_TERM(s) (deltas[(size_t)(s) * ACT_FLOATS + delta_at + o] * acts[(size_t)(s) * ACT_FLOATS + in_at + i])
-    SUM_STRIDED(g, 0, 1, count, WEIGHT_GRAD_TERM);
+    SUM_STRIDED(g, lane, GRAD_LANES, count, WEIGHT_GRAD_TERM);
 #undef WEIGHT_GRAD_TERM
     return g;
 }
 
-inline float fc_bias_gradient(__global const float* deltas, int count, int o, int delta_at) {
+inline float fc_bias_gradient(__global const float* deltas, int count, int o, int delta_at, int lane) {
     float g = 0.0f;
 #define BIAS_GRAD_TERM(s) deltas[(size_t)(s) * ACT_FLOATS + delta_at + o]
-    SUM_STRIDED(g, 0, 1, count, BIAS_GRAD_TERM);
+    SUM_STRIDED(g, lane, GRAD_LANES, count, BIAS_GRAD_TERM);
 #undef BIAS_GRAD_TERM
     return g;
 }
 
-#ifdef MEM_LOCAL
-// A GRAD_TILE x GRAD_TILE tile of a fully connected layer's weight gradients gW [O][I] (rows from
-// o0, columns from i0): each round stages GRAD_TILE samples' deltas and inputs in __local, where
-// each is read GRAD_TILE times, instead of once per weight from __global. Item (ly, lx) owns
-// gW[o0 + ly][i0 + lx] and adds the samples in order.
-inline void fc_weight_tile(__global const float* acts, __global const float* deltas, int count, __global float* gW,
-                           int I, int O, int delta_at, int in_at, int tile, __local float* dt, __local float* xt) {
-    const int lid = (int)get_local_id(0), ly = lid / GRAD_TILE, lx = lid % GRAD_TILE;
-    const int columns = (I + GRAD_TILE - 1) / GRAD_TILE, o0 = tile / columns * GRAD_TILE, i0 = tile % columns * GRAD_TILE;
-    float g = 0.0f;
-    for (int s0 = 0; s0 < count; s0 += GRAD_TILE) {
-        const size_t row = (size_t)(s0 + ly) * ACT_FLOATS;  // item (ly, lx) stages sample s0 + ly
-        const bool sample = s0 + ly < count;
-        dt[lid] = sample && o0 + lx < O ? deltas[row + delta_at + o0 + lx] : 0.0f;
-        xt[lid] = sample && i0 + lx < I ? acts[row + in_at + i0 + lx] : 0.0f;
-        barrier(CLK_LOCAL_MEM_FENCE);
-        for (int k = 0; k < GRAD_TILE; ++k) g += dt[k * GRAD_TILE + ly] * xt[k * GRAD_TILE + lx];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (o0 + ly < O && i0 + lx < I) gW[(o0 + ly) * I + i0 + lx] = g;
-}
-#endif
-
-// Every parameter's gradient (zero in the layout's padding), overwritten.
-// NDRange ((WEIGHT_TILES if gpu-local, else 0) * GRAD_TILE^2 + round_up(PARAM_FLOATS, GRAD_TILE^2)),
-// work-group GRAD_TILE^2: gpu-local's first WEIGHT_TILES groups compute the fully connected weight
-// tiles; after them, one item per float of the device layout.
-__kernel void gradients(__global const float* acts, __global const float* deltas, __global const float* partials,
-                        int count, __global float* grads) {
-#ifdef MEM_LOCAL
-    __local float dt[GRAD_TILE * GRAD_TILE], xt[GRAD_TILE * GRAD_TILE];
-    const int tile = (int)get_group_id(0);
-    if (tile < WEIGHT_TILES) {
-        NETWORK_WEIGHT_TILES
-        return;
-    }
-    const int p = (int)get_global_id(0) - WEIGHT_TILES * GRAD_TILE * GRAD_TILE;
-    if (p >= PARAM_FLOATS || IN_WEIGHT_TILES(p)) return;
-#else
-    const int p = (int)get_global_id(0);
-    if (p >= PARAM_FLOATS) return;
-#endif
+// Every parameter's gradient (zero in the layout's padding), overwritten. Item lid of a group is
+// lane lid / GRAD_PARAMS of parameter group * GRAD_PARAMS + lid % GRAD_PARAMS (neighbouring items,
+// neighbouring parameters); the lanes' sums meet in `sums` (gpu-local: __local; otherwise this
+// group's slice of sums_buffer).
+// NDRange (ceil(PARAM_FLOATS / GRAD_PARAMS) * GRAD_PARAMS * GRAD_LANES), work-group GRAD_PARAMS * GRAD_LANES.
+__kernel __attribute__((reqd_work_group_size(GRAD_PARAMS * GRAD_LANES, 1, 1))) void gradients(
+    __global const float* acts, __global const float* deltas, __global const float* partials, int count,
+    __global float* grads SUMS_ARG) {
+    const int lid = (int)get_local_id(0), q = lid % GRAD_PARAMS, lane = lid / GRAD_PARAMS;
+    const int p = (int)get_group_id(0) * GRAD_PARAMS + q;
+    SUMS_AREA;
     float g = 0.0f;
     NETWORK_GRADIENTS
-#ifndef MEM_LOCAL
-    NETWORK_WEIGHT_GRADIENTS
-#endif
+    sums[lid] = g;
+    SYNC();
+    if (lane > 0 || p >= PARAM_FLOATS) return;
+    for (int l = 1; l < GRAD_LANES; ++l) g += sums[l * GRAD_PARAMS + q];
     grads[p] = g;
 }

@@ -48,8 +48,7 @@ OpenCLEngine::OpenCLEngine(Network net, MemoryVariant memory, const OpenCLDevice
         const auto item_sizes = dev.getInfo<CL_DEVICE_MAX_WORK_ITEM_SIZES>();
         const size_t limit = std::min(max_group, item_sizes[0]);
         wg_ = floor_pow2(std::min(size_t{256}, limit));
-        tile_ = 1;
-        while (4 * tile_ * tile_ <= wg_) tile_ *= 2;
+        grad_params_ = std::min<size_t>(32, wg_);
         if (static_cast<size_t>(group) > limit)
             throw Error("work-groups of " + std::to_string(group) + " items per sample: " + device_.name +
                         " allows at most " + std::to_string(limit));
@@ -75,7 +74,7 @@ OpenCLEngine::OpenCLEngine(Network net, MemoryVariant memory, const OpenCLDevice
         byte_values_ = cl::Buffer(context_, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, 256 * sizeof(float), values.data());
         const size_t n = layout_.size();
         update_ = {kernel("sgd_momentum", params_, velocity_, grads_, static_cast<int>(n), 0.0f, 0.0f, 0.0f), false, n,
-                   0, -1, "sgd_momentum"};
+                   -1, "sgd_momentum"};
         set_params(std::vector<float>(net_.param_count, 0.0f));
     });
 }
@@ -102,7 +101,8 @@ void OpenCLEngine::build_program(int group) {
     const bool chosen = group > 0;
     if (!chosen) group = static_cast<int>(wg_);
     for (;;) {
-        sample_ = sample_program(net_, layout_, group, std::min(group, kLanes), static_cast<int>(tile_));
+        sample_ = sample_program(net_, layout_, group, std::min(group, kLanes), static_cast<int>(grad_params_),
+                                 static_cast<int>(wg_ / grad_params_));
         program_ = lenet5::build_program(context_, dev, sample_.source + opencl_kernel_source(), options);
         size_t allowed = std::numeric_limits<size_t>::max();
         for (const char* name : {"forward_samples", "backward_samples"})
@@ -155,17 +155,20 @@ void OpenCLEngine::plan_batch(int capacity) {
     // The data set, its rows, first, the scale and the slot are set by forward().
     forward_ = {kernel("forward_samples", cl::Buffer(), cl::Buffer(), cl::Buffer(), 0, 1.0f, acts_, deltas_, losses_,
                        hits_, 0, params_, run_params_),
-                true, 0, 0, -1, "forward_samples"};
-    backward_ = {kernel("backward_samples", acts_, deltas_, partials_, params_, run_params_), true, 0, 0, -1,
+                true, 0, -1, "forward_samples"};
+    backward_ = {kernel("backward_samples", acts_, deltas_, partials_, params_, run_params_), true, 0, -1,
                  "backward_samples"};
     if (!local) {
         forward_.kernel.setArg(12, work_);
         backward_.kernel.setArg(5, work_);
     }
-    // gpu-local: the weight tiles' groups first, then one item per parameter.
-    const size_t tt = tile_ * tile_, tiles = local ? sample_.weight_tiles : 0;
+    // One work-group of wg_ items per grad_params_ parameters.
     gradients_ = {kernel("gradients", acts_, deltas_, partials_, 0, grads_), false,
-                  tiles * tt + round_up(layout_.size(), tt), tt, 3, "gradients"};
+                  (layout_.size() + grad_params_ - 1) / grad_params_ * wg_, 3, "gradients"};
+    if (!local) {
+        sums_ = cl::Buffer(context_, CL_MEM_READ_WRITE, gradients_.global * sizeof(float));
+        gradients_.kernel.setArg(5, sums_);
+    }
 }
 
 // Fails clearly, before any launch, when a per-sample kernel's work area does not fit.
@@ -179,7 +182,7 @@ void OpenCLEngine::check_local_memory(const cl::Kernel& k) const {
 
 void OpenCLEngine::enqueue(Launch& launch, int count, cl::Event* event) {
     if (launch.count_arg >= 0) launch.kernel.setArg(static_cast<cl_uint>(launch.count_arg), count);
-    const size_t local = launch.per_sample ? group_ : launch.group ? launch.group : wg_;
+    const size_t local = launch.per_sample ? group_ : wg_;
     const size_t global = launch.per_sample ? static_cast<size_t>(count) * group_ : round_up(launch.global, local);
     queue_.enqueueNDRangeKernel(launch.kernel, cl::NullRange, cl::NDRange(global), cl::NDRange(local), nullptr, event);
 }

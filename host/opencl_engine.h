@@ -63,11 +63,11 @@ private:
     enum class Phase { Forward, Backward, Update, Transfer };
 
     // One kernel with its fixed arguments set. per_sample: count work-groups of group_ items;
-    // otherwise `global` items (rounded up) in groups of `group` (0: wg_).
+    // otherwise `global` items (rounded up) in groups of wg_.
     struct Launch {
         cl::Kernel kernel;
         bool per_sample = false;
-        size_t global = 1, group = 0;
+        size_t global = 1;
         int count_arg = -1;  // the argument that takes the batch count, if any
         std::string name{};  // the kernel's, for the per-kernel profile
     };
@@ -101,7 +101,7 @@ private:
     cl::CommandQueue queue_;
     size_t wg_ = 0;     // work-group size of the element-wise kernels
     size_t group_ = 0;  // items per sample's work-group (SG)
-    size_t tile_ = 0;   // the gradients kernel's tile edge (GRAD_TILE; tile_ * tile_ items per group)
+    size_t grad_params_ = 0;  // the gradients kernel's parameters per work-group (of wg_ items)
     cl_ulong local_mem_ = 0;
     DeviceLayout layout_;
     SampleProgram sample_;
@@ -121,6 +121,7 @@ private:
     // its share of the pairs' gradients ([capacity][run_floats]); the groups' work areas
     // (gpu, gpu-constant: __global, [capacity][work floats]).
     cl::Buffer acts_, deltas_, partials_, work_;
+    cl::Buffer sums_;  // the gradients kernel's lane sums (gpu, gpu-constant: __global, a slice per group)
     int capacity_ = 0, count_ = 0;
     bool last_was_train_ = false;
 

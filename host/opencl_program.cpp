@@ -38,7 +38,8 @@ struct Area {
 
 }  // namespace
 
-SampleProgram sample_program(const Network& net, const DeviceLayout& layout, int group, int lanes, int tile) {
+SampleProgram sample_program(const Network& net, const DeviceLayout& layout, int group, int lanes, int grad_params,
+                             int grad_lanes) {
     const auto& layers = net.layers;
     const size_t L = layers.size();
     // Which layers are pairs (conv k, subsample k + 1) and which fully connected; pairs come first.
@@ -199,35 +200,23 @@ SampleProgram sample_program(const Network& net, const DeviceLayout& layout, int
 
     // Each block of the layout: the pairs' span from the samples' shares, a fully connected
     // layer's weights and biases from its deltas and inputs (the blocks do not overlap); the
-    // padding stays zero. The fully connected weights come one per item (NETWORK_WEIGHT_GRADIENTS),
-    // or, in gpu-local, from GRAD_TILE x GRAD_TILE tiles, a work-group each (NETWORK_WEIGHT_TILES;
-    // IN_WEIGHT_TILES(p) says which parameters they write).
-    std::ostringstream gr, wg, tiles, tiled;
+    // padding stays zero.
+    std::ostringstream gr;
     if (p.run_floats)
         gr << "    if (p >= " << p.run_begin << " && p < " << p.run_begin + p.run_floats
-           << ") g = pair_gradient(partials, count, p - " << p.run_begin << "); \\\n";
+           << ") g = pair_gradient(partials, count, p - " << p.run_begin << ", lane); \\\n";
     for (size_t k = pairs_end; k < L; ++k) {
-        const LayerSpec& l = layers[k];
         const auto& w = layout.weights(k);
         const auto& b = layout.bias(k);
-        const int I = l.in.size(), O = l.out.size();
-        const std::string in_w = "(p >= " + std::to_string(w.device) + " && p < " + std::to_string(w.device + w.count) + ")";
-        wg << "    if " << in_w << " g = fc_weight_gradient(acts, deltas, count, (p - " << w.device << ") / " << I
-           << ", (p - " << w.device << ") % " << I << ", " << p.output_at[k] << ", " << input_at(k) << "); \\\n";
+        const int I = layers[k].in.size();
+        gr << "    if (p >= " << w.device << " && p < " << w.device + w.count
+           << ") g = fc_weight_gradient(acts, deltas, count, (p - " << w.device << ") / " << I << ", (p - "
+           << w.device << ") % " << I << ", " << p.output_at[k] << ", " << input_at(k) << ", lane); \\\n";
         gr << "    if (p >= " << b.device << " && p < " << b.device + b.count
-           << ") g = fc_bias_gradient(deltas, count, p - " << b.device << ", " << p.output_at[k] << "); \\\n";
-        const size_t n = static_cast<size_t>((O + tile - 1) / tile) * static_cast<size_t>((I + tile - 1) / tile);
-        tiles << "    if (tile >= " << p.weight_tiles << " && tile < " << p.weight_tiles + n
-              << ") fc_weight_tile(acts, deltas, count, grads + " << w.device << ", " << I << ", " << O << ", "
-              << p.output_at[k] << ", " << input_at(k) << ", tile - " << p.weight_tiles << ", dt, xt); \\\n";
-        tiled << (tiled.tellp() > 0 ? " || " : "") << in_w;
-        p.weight_tiles += n;
+           << ") g = fc_bias_gradient(deltas, count, p - " << b.device << ", " << p.output_at[k] << ", lane); \\\n";
     }
+    s << "#define GRAD_PARAMS " << grad_params << "\n#define GRAD_LANES " << grad_lanes << "\n";
     s << "#define NETWORK_GRADIENTS \\\n" << gr.str() << "\n";
-    s << "#define NETWORK_WEIGHT_GRADIENTS \\\n" << wg.str() << "\n";
-    s << "#define GRAD_TILE " << tile << "\n#define WEIGHT_TILES " << p.weight_tiles << "\n";
-    s << "#define NETWORK_WEIGHT_TILES \\\n" << tiles.str() << "\n";
-    s << "#define IN_WEIGHT_TILES(p) (" << tiled.str() << ")\n";
     p.source = s.str();
     return p;
 }

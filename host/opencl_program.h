@@ -23,12 +23,12 @@ struct SampleProgram {
     std::vector<size_t> output_at;     // layer k's output in them
     size_t run_begin = 0, run_floats = 0;         // the pairs' parameters: a span of the device layout
     size_t forward_work = 0, backward_work = 0;  // floats of a work-group's work area per kernel
-    size_t weight_tiles = 0;  // gpu-local's gradients kernel: work-groups of fully connected weight tiles
 };
 
 // group: items per sample's work-group (SG); lanes: items per fully connected output row (LANES);
-// tile: the edge of gpu-local's weight-gradient tiles (GRAD_TILE, tile * tile items per group).
-// Throws Error when the network is not of the form above.
-SampleProgram sample_program(const Network& net, const DeviceLayout& layout, int group, int lanes, int tile);
+// the gradients kernel's work-groups: grad_params parameters times grad_lanes lanes (GRAD_PARAMS,
+// GRAD_LANES). Throws Error when the network is not of the form above.
+SampleProgram sample_program(const Network& net, const DeviceLayout& layout, int group, int lanes, int grad_params,
+                             int grad_lanes);
 
 }  // namespace lenet5
