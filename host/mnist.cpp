@@ -2,6 +2,7 @@
 #include "mnist.h"
 
 #include "error.h"
+#include "rng.h"
 
 #include <zlib.h>
 
@@ -207,6 +208,18 @@ std::string resolve_data_dir(const std::string& flag) {
     std::error_code ec;
     if (fs::is_directory("data/mnist", ec)) return "data/mnist";
     return LENET5_SOURCE_DIR "/data/mnist";
+}
+
+Dataset random_dataset(int count, uint64_t seed) {
+    Dataset d;
+    d.count = count;
+    d.rows = d.cols = 28;
+    Rng rng(seed);
+    d.images.resize(static_cast<size_t>(count) * 28 * 28);
+    for (auto& p : d.images) p = static_cast<uint8_t>(rng.below(256));
+    d.labels.resize(static_cast<size_t>(count));
+    for (auto& l : d.labels) l = static_cast<uint8_t>(rng.below(10));
+    return d;
 }
 
 }  // namespace lenet5

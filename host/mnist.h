@@ -28,6 +28,10 @@ std::vector<uint8_t> read_idx_images(const std::string& path, int& count, int& r
 // limit > 0 keeps only the first `limit` samples.
 Dataset load_mnist(const std::string& dir, Split split, int limit = 0);
 
+// `count` random 28x28 images with random labels, from a seed: for tests and for timing
+// (`lenet5 tune`), where the pixels do not matter.
+Dataset random_dataset(int count, uint64_t seed);
+
 // The data folder: `flag` if not empty, else $LENET5_DATA, else the project's data/mnist.
 std::string resolve_data_dir(const std::string& flag);
 

@@ -7,7 +7,6 @@
 
 #include "opencl_backend.h"
 #include "opencl_runtime.h"
-#include "rng.h"
 #include "tuning_cache.h"
 
 namespace lenet5 {
@@ -16,23 +15,10 @@ namespace {
 constexpr int kWarmupSteps = 5;
 constexpr int kRepeats = 3;
 
-// Random images and labels: a step costs the same whatever the pixels are, so tuning needs no data set.
-Dataset random_images(int count) {
-    Dataset d;
-    d.count = count;
-    d.rows = d.cols = 28;
-    Rng rng(7);
-    d.images.resize(static_cast<size_t>(count) * 28 * 28);
-    for (auto& p : d.images) p = static_cast<uint8_t>(rng.next() & 0xFF);
-    d.labels.resize(static_cast<size_t>(count));
-    for (auto& l : d.labels) l = static_cast<uint8_t>(rng.next() % 10);
-    return d;
-}
-
 // Microseconds per training step of `engine` (the median of kRepeats runs of `steps` steps).
 double time_step(Engine& engine, const Network& net, int batch, int steps) {
     const int batches = 8;
-    engine.upload(Split::Train, random_images(batch * batches));
+    engine.upload(Split::Train, random_dataset(batch * batches, 7));  // a step costs the same whatever the pixels
     engine.set_params(init_params(net, 1));
     std::vector<int32_t> order(static_cast<size_t>(batch * batches));
     std::iota(order.begin(), order.end(), 0);

@@ -65,7 +65,7 @@ TEST(Gradients, EveryLayerMatchesFiniteDifferences) {
 
 TEST(Gradients, WholeNetworkMatchesFiniteDifferences) {
     const Network net = lenet5_network();
-    const Dataset data = test::synthetic_dataset(3, 11);
+    const Dataset data = random_dataset(3, 11);
     HostEngine e(net, "cpu", cpu_ops(), 1);
     e.upload(Split::Train, data);
     e.set_order({0, 1, 2});

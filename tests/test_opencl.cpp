@@ -53,7 +53,7 @@ TEST_P(OpenCLVariant, KernelProfileTimesEveryLaunchOfAStep) {
     const Network net = lenet5_network();
     auto engine = opencl_engine(GetParam());
     engine->profile_kernels();
-    test::record_step(*engine, net, test::synthetic_dataset(16, 2), 8, 1);
+    test::record_step(*engine, net, random_dataset(16, 2), 8, 1);
     engine->take_kernel_times();
     Rng rng(3);
     engine->set_order(shuffled_order(16, rng));
@@ -94,7 +94,7 @@ TEST_P(OpenCLVariant, RejectsAConvolutionWithoutASubsamplingAfterIt) {
 
 TEST_P(OpenCLVariant, SameSeedGivesBitIdenticalParameters) {
     const Network net = lenet5_network();
-    const Dataset data = test::synthetic_dataset(150, 3);
+    const Dataset data = random_dataset(150, 3);
     auto engine = opencl_engine(GetParam());
     const auto a = test::record_step(*engine, net, data, 64, 1).params_after;
     const auto b = test::record_step(*engine, net, data, 64, 1).params_after;
@@ -106,8 +106,8 @@ TEST_P(OpenCLVariant, SameSeedGivesBitIdenticalParameters) {
 TEST_P(OpenCLVariant, GradientsArePoisonedUntilBackwardWritesThem) {
     const Network net = lenet5_network();
     auto engine = opencl_engine(GetParam());
-    engine->upload(Split::Train, test::synthetic_dataset(8, 5));
-    engine->upload(Split::Test, test::synthetic_dataset(8, 6));
+    engine->upload(Split::Train, random_dataset(8, 5));
+    engine->upload(Split::Test, random_dataset(8, 6));
     engine->set_params(init_params(net, 1));
     for (float g : engine->gradients()) ASSERT_TRUE(std::isnan(g));
     engine->set_order({7, 6, 5, 4, 3, 2, 1, 0});
@@ -119,7 +119,7 @@ TEST_P(OpenCLVariant, GradientsArePoisonedUntilBackwardWritesThem) {
 TEST_P(OpenCLVariant, PhaseTimesComeFromTheKernels) {
     const Network net = lenet5_network();
     auto engine = opencl_engine(GetParam());
-    test::record_step(*engine, net, test::synthetic_dataset(20, 8), 8, 3);
+    test::record_step(*engine, net, random_dataset(20, 8), 8, 3);
     engine->take_times();
     Rng rng(4);
     engine->set_order(shuffled_order(20, rng));

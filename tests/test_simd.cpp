@@ -117,7 +117,7 @@ TEST_P(SimdLevels, OmpMatchesCpuForOneTwoAndThreeThreads) {
 
 TEST_P(SimdLevels, OmpIsBitIdenticalForTheSameThreadCount) {
     const Network net = lenet5_network();
-    const Dataset data = test::synthetic_dataset(150, 4);
+    const Dataset data = random_dataset(150, 4);
     for (int threads : {2, 3}) {
         auto run = [&] {
             HostEngine omp(net, "omp", ops(), threads);
@@ -157,7 +157,7 @@ TEST_P(SimdLevels, OmpRunsANetworkOfOnlyBatchedLayers) {
                             .fully_connected("hidden", 200, Activation::Tanh)
                             .fully_connected("output", 10, Activation::None)
                             .build();
-    const Dataset data = test::synthetic_dataset(40, 5);
+    const Dataset data = random_dataset(40, 5);
     auto cpu = test::cpu_engine(net);
     HostEngine omp(net, "omp", ops(), 3);
     const test::StepRecord ref = test::record_step(*cpu, net, data, 17, 2);

@@ -30,19 +30,6 @@ inline double relative_error(const std::vector<float>& v, const std::vector<floa
     return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
 }
 
-// `count` random 28x28 images with labels, from a seed.
-inline Dataset synthetic_dataset(int count, uint64_t seed) {
-    Dataset d;
-    d.count = count;
-    d.rows = d.cols = 28;
-    Rng rng(seed);
-    d.images.resize(static_cast<size_t>(count) * 28 * 28);
-    for (auto& p : d.images) p = static_cast<uint8_t>(rng.below(256));
-    d.labels.resize(static_cast<size_t>(count));
-    for (auto& l : d.labels) l = static_cast<uint8_t>(rng.below(10));
-    return d;
-}
-
 // The real MNIST folder, or "" when it has not been fetched (the caller then skips;
 // with LENET5_REQUIRE_MNIST set, as in CI, the test fails instead).
 inline std::string mnist_dir() {
@@ -109,7 +96,7 @@ inline StepRecord record_step(Engine& e, const Network& net, const Dataset& data
 // each with ||v - ref|| / ||ref|| < 1e-4.
 inline void expect_matches_cpu(Engine& variant, int batch, double tolerance = 1e-4) {
     const Network net = lenet5_network();
-    const Dataset data = synthetic_dataset(2 * batch + 3, 42 + static_cast<uint64_t>(batch));
+    const Dataset data = random_dataset(2 * batch + 3, 42 + static_cast<uint64_t>(batch));
     auto ref_engine = cpu_engine(net);
     const StepRecord ref = record_step(*ref_engine, net, data, batch, 7);
     const StepRecord got = record_step(variant, net, data, batch, 7);

@@ -8,7 +8,7 @@ using namespace lenet5;
 
 TEST(Training, SameSeedGivesBitIdenticalParameters) {
     const Network net = lenet5_network();
-    const Dataset data = test::synthetic_dataset(150, 3);
+    const Dataset data = random_dataset(150, 3);
     auto run = [&](uint64_t seed) {
         auto e = test::cpu_engine(net);
         return test::record_step(*e, net, data, 64, seed).params_after;
