@@ -417,13 +417,14 @@ std::vector<KernelTime> OpenCLEngine::take_kernel_times() {
 std::vector<float> OpenCLEngine::layer_output(size_t layer) {
     if (count_ == 0) throw Error("layer_output() before forward()");
     return cl_checked([&] {
+        // The layer's slice of each sample's activations: one rectangular read, a row per sample.
         const size_t n = static_cast<size_t>(count_), size = static_cast<size_t>(net_.layers.at(layer).out.size());
-        std::vector<float> acts(n * sample_.act_floats), v;
-        read(acts_, acts.data(), acts.size() * sizeof(float));
-        for (size_t s = 0; s < n; ++s) {
-            const auto row = acts.begin() + static_cast<std::ptrdiff_t>(s * sample_.act_floats + sample_.output_at[layer]);
-            v.insert(v.end(), row, row + static_cast<std::ptrdiff_t>(size));
-        }
+        const size_t row = size * sizeof(float), pitch = sample_.act_floats * sizeof(float);
+        std::vector<float> v(n * size);
+        cl::Event event;
+        queue_.enqueueReadBufferRect(acts_, CL_TRUE, {sample_.output_at[layer] * sizeof(float), 0, 0}, {0, 0, 0},
+                                     {row, n, 1}, pitch, 0, row, 0, v.data(), nullptr, &event);
+        spans_.push_back({event, event, Phase::Transfer});
         return v;
     });
 }
