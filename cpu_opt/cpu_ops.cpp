@@ -1,5 +1,6 @@
 // The scalar reference: every other variant is checked against these loops.
 // Tensors are one sample's maps, [channels][height][width], row-major.
+#include <algorithm>
 #include <cmath>
 
 #include "host_ops.h"
@@ -7,18 +8,35 @@
 namespace lenet5 {
 namespace {
 
-float activate(Activation a, float x) { return a == Activation::Tanh ? std::tanh(x) : x; }
+float activate(Activation a, float x) {
+    switch (a) {
+        case Activation::Tanh: return std::tanh(x);
+        case Activation::Sigmoid: return 1.0f / (1.0f + std::exp(-x));
+        case Activation::ReLU: return x > 0.0f ? x : 0.0f;
+        case Activation::None: break;
+    }
+    return x;
+}
 
-// dout (gradient after the activation) becomes the gradient before it.
+// dout (gradient after the activation) becomes the gradient before it; each derivative
+// is written in terms of the output y.
 void activation_backward(Activation a, const float* out, float* dout, int n) {
-    if (a == Activation::Tanh)
-        for (int i = 0; i < n; ++i) dout[i] *= 1.0f - out[i] * out[i];
+    for (int i = 0; i < n; ++i) {
+        const float y = out[i];
+        switch (a) {
+            case Activation::Tanh: dout[i] *= 1.0f - y * y; break;
+            case Activation::Sigmoid: dout[i] *= y * (1.0f - y); break;
+            case Activation::ReLU: dout[i] = y > 0.0f ? dout[i] : 0.0f; break;
+            case Activation::None: return;
+        }
+    }
 }
 
 // in [in.c][in.h][in.w] -> out [out.c][out.h][out.w]; out map o sums its connections j,
-// each a KxK kernel W[j] sliding over input map conn_in[j].
+// each a KxK kernel W[j] sliding by the stride over input map conn_in[j], zero-padded by pad.
+// Output (y, x) with tap (ky, kx) reads input row y*stride + ky - pad, column x*stride + kx - pad.
 void conv_forward(const LayerSpec& l, const float* p, const float* in, float* out) {
-    const int K = l.kernel, OH = l.out.h, OW = l.out.w, IH = l.in.h, IW = l.in.w;
+    const int K = l.kernel, S = l.stride, P = l.pad, OH = l.out.h, OW = l.out.w, IH = l.in.h, IW = l.in.w;
     const float* W = p + l.weight_offset;
     const float* b = p + l.bias_offset;
     for (int o = 0; o < l.out.c; ++o)
@@ -28,8 +46,14 @@ void conv_forward(const LayerSpec& l, const float* p, const float* in, float* ou
                 for (int j = l.conn_begin[o]; j < l.conn_begin[o + 1]; ++j) {
                     const float* src = in + l.conn_in[j] * IH * IW;
                     const float* w = W + j * K * K;
-                    for (int ky = 0; ky < K; ++ky)
-                        for (int kx = 0; kx < K; ++kx) s += src[(y + ky) * IW + x + kx] * w[ky * K + kx];
+                    for (int ky = 0; ky < K; ++ky) {
+                        const int iy = y * S + ky - P;
+                        if (iy < 0 || iy >= IH) continue;
+                        for (int kx = 0; kx < K; ++kx) {
+                            const int ix = x * S + kx - P;
+                            if (ix >= 0 && ix < IW) s += src[iy * IW + ix] * w[ky * K + kx];
+                        }
+                    }
                 }
                 out[(o * OH + y) * OW + x] = activate(l.activation, s);
             }
@@ -37,7 +61,7 @@ void conv_forward(const LayerSpec& l, const float* p, const float* in, float* ou
 
 void conv_backward(const LayerSpec& l, const float* p, const float* in, const float* out, float* dout, float* din,
                    float* g) {
-    const int K = l.kernel, OH = l.out.h, OW = l.out.w, IH = l.in.h, IW = l.in.w;
+    const int K = l.kernel, S = l.stride, P = l.pad, OH = l.out.h, OW = l.out.w, IH = l.in.h, IW = l.in.w;
     activation_backward(l.activation, out, dout, l.out.size());
     const float* W = p + l.weight_offset;
     float* gW = g + l.weight_offset;
@@ -51,8 +75,14 @@ void conv_backward(const LayerSpec& l, const float* p, const float* in, const fl
         for (int ky = 0; ky < K; ++ky)
             for (int kx = 0; kx < K; ++kx) {
                 float s = 0.0f;
-                for (int y = 0; y < OH; ++y)
-                    for (int x = 0; x < OW; ++x) s += d[y * OW + x] * src[(y + ky) * IW + x + kx];
+                for (int y = 0; y < OH; ++y) {
+                    const int iy = y * S + ky - P;
+                    if (iy < 0 || iy >= IH) continue;
+                    for (int x = 0; x < OW; ++x) {
+                        const int ix = x * S + kx - P;
+                        if (ix >= 0 && ix < IW) s += d[y * OW + x] * src[iy * IW + ix];
+                    }
+                }
                 gW[j * K * K + ky * K + kx] += s;
             }
         if (din) {
@@ -60,8 +90,14 @@ void conv_backward(const LayerSpec& l, const float* p, const float* in, const fl
             const float* w = W + j * K * K;
             for (int y = 0; y < OH; ++y)
                 for (int x = 0; x < OW; ++x)
-                    for (int ky = 0; ky < K; ++ky)
-                        for (int kx = 0; kx < K; ++kx) dst[(y + ky) * IW + x + kx] += d[y * OW + x] * w[ky * K + kx];
+                    for (int ky = 0; ky < K; ++ky) {
+                        const int iy = y * S + ky - P;
+                        if (iy < 0 || iy >= IH) continue;
+                        for (int kx = 0; kx < K; ++kx) {
+                            const int ix = x * S + kx - P;
+                            if (ix >= 0 && ix < IW) dst[iy * IW + ix] += d[y * OW + x] * w[ky * K + kx];
+                        }
+                    }
         }
     }
     for (int o = 0; o < l.out.c; ++o) {
@@ -111,6 +147,46 @@ void subsample_backward(const LayerSpec& l, const float* p, const float* in, con
     }
 }
 
+// Max or average over each KxK window sliding by the stride: out[c][y][x] = act(pool(window)).
+// Max pooling passes the gradient to the window's first largest input.
+void pool_forward(const LayerSpec& l, const float*, const float* in, float* out) {
+    const int K = l.kernel, S = l.stride, OH = l.out.h, OW = l.out.w, IH = l.in.h, IW = l.in.w;
+    const bool max = l.kind == LayerKind::MaxPool;
+    for (int c = 0; c < l.out.c; ++c)
+        for (int y = 0; y < OH; ++y)
+            for (int x = 0; x < OW; ++x) {
+                const float* w = in + (c * IH + y * S) * IW + x * S;
+                float r = max ? w[0] : 0.0f;
+                for (int ky = 0; ky < K; ++ky)
+                    for (int kx = 0; kx < K; ++kx) r = max ? std::max(r, w[ky * IW + kx]) : r + w[ky * IW + kx];
+                out[(c * OH + y) * OW + x] = activate(l.activation, max ? r : r / static_cast<float>(K * K));
+            }
+}
+
+void pool_backward(const LayerSpec& l, const float*, const float* in, const float* out, float* dout, float* din,
+                   float*) {
+    const int K = l.kernel, S = l.stride, OH = l.out.h, OW = l.out.w, IH = l.in.h, IW = l.in.w;
+    activation_backward(l.activation, out, dout, l.out.size());
+    if (!din) return;
+    for (int i = 0; i < l.in.size(); ++i) din[i] = 0.0f;  // windows may overlap or leave inputs out
+    for (int c = 0; c < l.out.c; ++c)
+        for (int y = 0; y < OH; ++y)
+            for (int x = 0; x < OW; ++x) {
+                const int at = (c * IH + y * S) * IW + x * S;
+                const float d = dout[(c * OH + y) * OW + x];
+                if (l.kind == LayerKind::MaxPool) {
+                    int best = at;
+                    for (int ky = 0; ky < K; ++ky)
+                        for (int kx = 0; kx < K; ++kx)
+                            if (in[at + ky * IW + kx] > in[best]) best = at + ky * IW + kx;
+                    din[best] += d;
+                } else {
+                    for (int ky = 0; ky < K; ++ky)
+                        for (int kx = 0; kx < K; ++kx) din[at + ky * IW + kx] += d / static_cast<float>(K * K);
+                }
+            }
+}
+
 // out[o] = act(sum_i W[o][i] in[i] + b[o]).
 void fc_forward(const LayerSpec& l, const float* p, const float* in, float* out) {
     const int I = l.in.size();
@@ -146,6 +222,8 @@ void forward(const LayerSpec& l, const float* p, const float* in, float* out) {
         case LayerKind::Conv: conv_forward(l, p, in, out); break;
         case LayerKind::Subsample: subsample_forward(l, p, in, out); break;
         case LayerKind::FullyConnected: fc_forward(l, p, in, out); break;
+        case LayerKind::MaxPool:
+        case LayerKind::AvgPool: pool_forward(l, p, in, out); break;
     }
 }
 
@@ -155,6 +233,8 @@ void backward(const LayerSpec& l, const float* p, const float* in, const float* 
         case LayerKind::Conv: conv_backward(l, p, in, out, dout, din, g); break;
         case LayerKind::Subsample: subsample_backward(l, p, in, out, dout, din, g); break;
         case LayerKind::FullyConnected: fc_backward(l, p, in, out, dout, din, g); break;
+        case LayerKind::MaxPool:
+        case LayerKind::AvgPool: pool_backward(l, p, in, out, dout, din, g); break;
     }
 }
 

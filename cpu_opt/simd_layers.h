@@ -61,10 +61,19 @@ void with_count(int n, Fn&& fn) {
 
 inline bool tanh_of(const LayerSpec& l) { return l.activation == Activation::Tanh; }
 
-// A conv whose output is 1x1 over all input maps (C5) is a fully connected layer:
-// connection (o, i) holds W[o][i][K][K], i.e. row o of a [out.c][in.size()] matrix.
+// What this code implements: activations tanh and none, convolutions of stride 1 without
+// padding, the trainable subsampling and fully connected layers. Anything else runs the
+// scalar reference.
+inline bool simd_supports(const LayerSpec& l) {
+    return (l.activation == Activation::Tanh || l.activation == Activation::None) &&
+           (l.kind == LayerKind::FullyConnected || l.kind == LayerKind::Subsample ||
+            (l.kind == LayerKind::Conv && l.stride == 1 && l.pad == 0));
+}
+
+// A conv whose window covers its whole unpadded input over all input maps (C5) is a fully
+// connected layer: connection (o, i) holds W[o][i][K][K], i.e. row o of a [out.c][in.size()] matrix.
 inline bool conv_is_dense(const LayerSpec& l) {
-    return l.out.h == 1 && l.out.w == 1 && l.connections() == l.out.c * l.in.c;
+    return l.kernel == l.in.h && l.kernel == l.in.w && l.pad == 0 && l.connections() == l.out.c * l.in.c;
 }
 
 template <class V>
@@ -626,7 +635,8 @@ struct SimdLayers {
 
     // The layers forward_batch and backward_batch take: those that are a matrix.
     static bool batched(const LayerSpec& l) {
-        return l.kind == LayerKind::FullyConnected || (l.kind == LayerKind::Conv && conv_is_dense(l));
+        return simd_supports(l) &&
+               (l.kind == LayerKind::FullyConnected || (l.kind == LayerKind::Conv && conv_is_dense(l)));
     }
 
     static void forward_batch(const LayerSpec& l, const float* p, const float* in, float* out, int count) {
@@ -639,6 +649,7 @@ struct SimdLayers {
     }
 
     static void forward(const LayerSpec& l, const float* p, const float* in, float* out) {
+        if (!simd_supports(l)) return cpu_ops().forward(l, p, in, out);
         if (batched(l)) return fc_forward(l, p, in, out, 1);
         switch (l.kind) {
             case LayerKind::Conv:
@@ -648,13 +659,14 @@ struct SimdLayers {
             case LayerKind::Subsample:
                 if (l.kernel == 2) return subsample_forward(l, p, in, out);
                 break;
-            case LayerKind::FullyConnected: break;
+            default: break;
         }
         cpu_ops().forward(l, p, in, out);
     }
 
     static void backward(const LayerSpec& l, const float* p, const float* in, const float* out, float* dout,
                          float* din, float* g) {
+        if (!simd_supports(l)) return cpu_ops().backward(l, p, in, out, dout, din, g);
         if (batched(l)) return fc_backward(l, p, in, out, dout, din, g, 1);
         switch (l.kind) {
             case LayerKind::Conv:
@@ -664,7 +676,7 @@ struct SimdLayers {
             case LayerKind::Subsample:
                 if (l.kernel == 2) return subsample_backward(l, p, in, out, dout, din, g);
                 break;
-            case LayerKind::FullyConnected: break;
+            default: break;
         }
         cpu_ops().backward(l, p, in, out, dout, din, g);
     }

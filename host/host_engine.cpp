@@ -95,8 +95,8 @@ void HostEngine::forward(Split split, int first, int count) {
         }
         for (int s = begin; s < end; ++s) {
             bool hit = false;
-            losses_[static_cast<size_t>(s)] = softmax_cross_entropy(
-                acts_[L].data() + static_cast<size_t>(s) * net_.classes, net_.classes,
+            losses_[static_cast<size_t>(s)] = sample_loss(
+                net_.loss, acts_[L].data() + static_cast<size_t>(s) * net_.classes, net_.classes,
                 data.labels[static_cast<size_t>(index_of(s))], scale,
                 dlogits_.data() + static_cast<size_t>(s) * net_.classes, hit);
             hits_[static_cast<size_t>(s)] = hit;

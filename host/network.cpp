@@ -13,11 +13,43 @@ int LayerSpec::fan_in(int out_map) const {
         case LayerKind::Conv:
             return (conn_begin[static_cast<size_t>(out_map) + 1] - conn_begin[static_cast<size_t>(out_map)]) *
                    kernel * kernel;
-        case LayerKind::Subsample: return kernel * kernel;
+        case LayerKind::Subsample:
+        case LayerKind::MaxPool:
+        case LayerKind::AvgPool: return kernel * kernel;
         case LayerKind::FullyConnected: return in.size();
     }
     return 1;
 }
+
+const char* kind_name(LayerKind kind) {
+    switch (kind) {
+        case LayerKind::Conv: return "conv";
+        case LayerKind::Subsample: return "subsample";
+        case LayerKind::FullyConnected: return "fc";
+        case LayerKind::MaxPool: return "maxpool";
+        case LayerKind::AvgPool: return "avgpool";
+    }
+    return "?";
+}
+
+const char* activation_name(Activation a) {
+    switch (a) {
+        case Activation::Tanh: return "tanh";
+        case Activation::None: return "none";
+        case Activation::Sigmoid: return "sigmoid";
+        case Activation::ReLU: return "relu";
+    }
+    return "?";
+}
+
+const char* loss_name(Loss loss) { return loss == Loss::SquaredError ? "squared" : "softmax"; }
+
+namespace {
+// Output positions of a window of `kernel` sliding by `stride` over `in` (padded by `pad` each side).
+int sliding_positions(int in, int kernel, int stride, int pad) {
+    return in + 2 * pad < kernel ? 0 : (in + 2 * pad - kernel) / stride + 1;
+}
+}  // namespace
 
 void NetworkBuilder::place(LayerSpec& layer) {
     layer.weight_offset = net_.param_count;
@@ -26,15 +58,19 @@ void NetworkBuilder::place(LayerSpec& layer) {
 }
 
 NetworkBuilder& NetworkBuilder::conv(const std::string& name, int maps, int kernel, Activation act,
-                                     const std::vector<std::vector<int>>& connections) {
+                                     const std::vector<std::vector<int>>& connections, int stride, int pad) {
     LayerSpec l;
     l.name = name;
     l.kind = LayerKind::Conv;
     l.activation = act;
     l.in = current();
     l.kernel = kernel;
-    l.out = {maps, l.in.h - kernel + 1, l.in.w - kernel + 1};
-    if (l.out.h <= 0 || l.out.w <= 0) throw Error("layer " + name + ": kernel larger than its input");
+    l.stride = stride;
+    l.pad = pad;
+    if (maps < 1 || kernel < 1 || stride < 1 || pad < 0 || pad >= kernel)
+        throw Error("layer " + name + ": needs maps, kernel and stride of at least 1 and 0 <= padding < kernel");
+    l.out = {maps, sliding_positions(l.in.h, kernel, stride, pad), sliding_positions(l.in.w, kernel, stride, pad)};
+    if (l.out.h <= 0 || l.out.w <= 0) throw Error("layer " + name + ": kernel larger than its (padded) input");
     if (!connections.empty() && static_cast<int>(connections.size()) != maps)
         throw Error("layer " + name + ": connection table needs one row per output map");
     for (int o = 0; o < maps; ++o) {
@@ -61,10 +97,30 @@ NetworkBuilder& NetworkBuilder::subsample(const std::string& name, int window, A
     l.activation = act;
     l.in = current();
     l.kernel = window;
+    l.stride = window;
+    if (window < 1) throw Error("layer " + name + ": window must be at least 1");
     if (l.in.h % window || l.in.w % window) throw Error("layer " + name + ": input not divisible by window");
     l.out = {l.in.c, l.in.h / window, l.in.w / window};
     l.weight_count = static_cast<size_t>(l.out.c);
     l.bias_count = static_cast<size_t>(l.out.c);
+    place(l);
+    net_.layers.push_back(std::move(l));
+    return *this;
+}
+
+NetworkBuilder& NetworkBuilder::pool(const std::string& name, LayerKind kind, int window, int stride,
+                                     Activation act) {
+    LayerSpec l;
+    l.name = name;
+    l.kind = kind;
+    l.activation = act;
+    l.in = current();
+    l.kernel = window;
+    l.stride = stride ? stride : window;
+    if (kind != LayerKind::MaxPool && kind != LayerKind::AvgPool) throw Error("layer " + name + ": not a pooling kind");
+    if (window < 1 || l.stride < 1) throw Error("layer " + name + ": window and stride must be at least 1");
+    l.out = {l.in.c, sliding_positions(l.in.h, window, l.stride, 0), sliding_positions(l.in.w, window, l.stride, 0)};
+    if (l.out.h <= 0 || l.out.w <= 0) throw Error("layer " + name + ": window larger than its input");
     place(l);
     net_.layers.push_back(std::move(l));
     return *this;
@@ -76,6 +132,7 @@ NetworkBuilder& NetworkBuilder::fully_connected(const std::string& name, int uni
     l.kind = LayerKind::FullyConnected;
     l.activation = act;
     l.in = current();
+    if (units < 1) throw Error("layer " + name + ": needs at least 1 unit");
     l.out = {units, 1, 1};
     l.weight_count = static_cast<size_t>(units) * static_cast<size_t>(l.in.size());
     l.bias_count = static_cast<size_t>(units);
@@ -85,46 +142,26 @@ NetworkBuilder& NetworkBuilder::fully_connected(const std::string& name, int uni
 }
 
 Network NetworkBuilder::build() {
+    if (net_.layers.empty()) throw Error("network " + net_.name + " has no layers");
+    const LayerSpec& last = net_.layers.back();
+    if (net_.loss == Loss::SoftmaxCrossEntropy && last.activation != Activation::None)
+        throw Error("layer " + last.name + ": the softmax loss needs the last layer without activation (it is " +
+                    activation_name(last.activation) + ")");
     net_.classes = current().size();
     return net_;
 }
 
-std::vector<std::vector<int>> c3_table() {
-    // LeCun et al. 1998, Table I: rows are the six S2 maps, columns the sixteen C3 maps.
-    static const char* const grid[6] = {
-        // 0123456789012345
-        "X   XXX  XXXX XX",
-        "XX   XXX  XXXX X",
-        "XXX   XXX  X XXX",
-        " XXX  XXXX  X XX",
-        "  XXX  XXXX XX X",
-        "   XXX  XXXX XXX",
-    };
-    std::vector<std::vector<int>> table(16, std::vector<int>(6, 0));
-    for (int i = 0; i < 6; ++i)
-        for (int o = 0; o < 16; ++o) table[static_cast<size_t>(o)][static_cast<size_t>(i)] = grid[i][o] == 'X';
-    return table;
-}
-
-Network lenet5_network() {
-    return NetworkBuilder("lenet5", {1, 32, 32})
-        .conv("C1", 6, 5, Activation::Tanh)
-        .subsample("S2", 2, Activation::Tanh)
-        .conv("C3", 16, 5, Activation::Tanh, c3_table())
-        .subsample("S4", 2, Activation::Tanh)
-        .conv("C5", 120, 5, Activation::Tanh)
-        .fully_connected("F6", 84, Activation::Tanh)
-        .fully_connected("output", 10, Activation::None)
-        .build();
-}
-
+// What is added after LeNet-5's layers appears only when it differs from LeNet-5's
+// (stride, padding, loss), so checkpoints saved before those existed still load.
 std::string Network::describe() const {
-    static const char* const kinds[] = {"conv", "subsample", "fc"};
     std::ostringstream s;
     s << name << " input " << input.c << 'x' << input.h << 'x' << input.w << '\n';
     for (const auto& l : layers) {
-        s << l.name << ' ' << kinds[static_cast<int>(l.kind)] << " k" << l.kernel << ' ' << l.out.c << 'x'
-          << l.out.h << 'x' << l.out.w << (l.activation == Activation::Tanh ? " tanh" : " none") << " params "
+        s << l.name << ' ' << kind_name(l.kind) << " k" << l.kernel;
+        if ((l.kind == LayerKind::Conv && l.stride != 1) || l.kind == LayerKind::MaxPool || l.kind == LayerKind::AvgPool)
+            s << " s" << l.stride;
+        if (l.pad) s << " p" << l.pad;
+        s << ' ' << l.out.c << 'x' << l.out.h << 'x' << l.out.w << ' ' << activation_name(l.activation) << " params "
           << l.weight_count << '+' << l.bias_count;
         if (l.kind == LayerKind::Conv) {
             s << " conn";
@@ -132,6 +169,7 @@ std::string Network::describe() const {
         }
         s << '\n';
     }
+    if (loss != Loss::SoftmaxCrossEntropy) s << "loss " << loss_name(loss) << '\n';
     return s.str();
 }
 
@@ -150,6 +188,11 @@ void check_param_count(const Network& net, const std::vector<float>& v, const ch
                     std::to_string(net.param_count));
 }
 
+namespace {
+// 3 * the weights' variance times fan_in: 1 (LeCun) for tanh and the rest, 2 (He) for ReLU.
+float gain(const LayerSpec& l) { return l.activation == Activation::ReLU ? 6.0f : 3.0f; }
+}  // namespace
+
 std::vector<float> init_params(const Network& net, uint64_t seed) {
     std::vector<float> p(net.param_count, 0.0f);
     Rng rng(seed);
@@ -162,13 +205,15 @@ std::vector<float> init_params(const Network& net, uint64_t seed) {
             case LayerKind::Conv: {
                 const size_t kk = static_cast<size_t>(l.kernel * l.kernel);
                 for (size_t j = 0; j < l.conn_in.size(); ++j) {
-                    const float a = std::sqrt(3.0f / static_cast<float>(l.fan_in(l.conn_out[j])));
+                    const float a = std::sqrt(gain(l) / static_cast<float>(l.fan_in(l.conn_out[j])));
                     for (size_t k = 0; k < kk; ++k) w[j * kk + k] = rng.uniform(-a, a);
                 }
                 break;
             }
+            case LayerKind::MaxPool:
+            case LayerKind::AvgPool: break;
             case LayerKind::FullyConnected: {
-                const float a = std::sqrt(3.0f / static_cast<float>(l.in.size()));
+                const float a = std::sqrt(gain(l) / static_cast<float>(l.in.size()));
                 for (size_t i = 0; i < l.weight_count; ++i) w[i] = rng.uniform(-a, a);
                 break;
             }

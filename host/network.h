@@ -9,12 +9,22 @@
 namespace lenet5 {
 
 enum class LayerKind {
-    Conv,            // valid KxK convolution, stride 1, over the input maps its connection list names
+    Conv,            // KxK convolution with a stride and zero padding, over the input maps its connection list names
     Subsample,       // KxK non-overlapping sum, times one trainable coefficient per map, plus a bias
     FullyConnected,  // out = W in + b, W is [out][in]
+    MaxPool,         // KxK window with a stride: the largest input (no parameters)
+    AvgPool,         // KxK window with a stride: the mean of the inputs (no parameters)
 };
 
-enum class Activation { Tanh, None };
+enum class Activation { Tanh, None, Sigmoid, ReLU };
+
+// The loss on the last layer's outputs: softmax cross-entropy over the logits (the last
+// layer then has no activation), or 0.5 * sum (y - t)^2 against the one-hot label (seed 004).
+enum class Loss { SoftmaxCrossEntropy, SquaredError };
+
+const char* kind_name(LayerKind kind);
+const char* activation_name(Activation a);
+const char* loss_name(Loss loss);
 
 struct Shape {
     int c = 0, h = 0, w = 0;
@@ -26,7 +36,9 @@ struct LayerSpec {
     LayerKind kind = LayerKind::FullyConnected;
     Activation activation = Activation::Tanh;
     Shape in, out;
-    int kernel = 0;  // Conv: KxK window; Subsample: KxK pooling window
+    int kernel = 0;  // Conv: KxK window; Subsample and pooling: KxK window
+    int stride = 1;  // Conv and pooling (Subsample: = kernel)
+    int pad = 0;     // Conv: zeros added on every side of each input map
 
     // Conv only: the (output map, input map) pairs, sorted by output then input.
     // Connection j owns the KxK weights at weight_offset + j*K*K.
@@ -48,7 +60,8 @@ struct Network {
     std::string name;
     Shape input;
     int classes = 0;
-    std::vector<LayerSpec> layers;  // the last one produces the logits
+    Loss loss = Loss::SoftmaxCrossEntropy;
+    std::vector<LayerSpec> layers;  // the last one produces the outputs (logits for softmax)
     size_t param_count = 0;
 
     // A stable text description of the layer shapes and connections, and its
@@ -63,10 +76,21 @@ public:
     NetworkBuilder(std::string name, Shape input) { net_.name = std::move(name); net_.input = input; }
     // connections[o][i] != 0 when output map o reads input map i; empty = all.
     NetworkBuilder& conv(const std::string& name, int maps, int kernel, Activation act,
-                         const std::vector<std::vector<int>>& connections = {});
+                         const std::vector<std::vector<int>>& connections = {}, int stride = 1, int pad = 0);
     NetworkBuilder& subsample(const std::string& name, int window, Activation act);
+    // kind MaxPool or AvgPool; stride 0 = the window (non-overlapping).
+    NetworkBuilder& pool(const std::string& name, LayerKind kind, int window, int stride = 0,
+                         Activation act = Activation::None);
     NetworkBuilder& fully_connected(const std::string& name, int units, Activation act);
+    NetworkBuilder& loss(Loss loss) {
+        net_.loss = loss;
+        return *this;
+    }
+    // Throws Error if the loss does not fit the last layer (softmax needs no activation on it).
     Network build();
+
+    Shape output() const { return current(); }       // the last layer's output shape, or the input's
+    const Network& so_far() const { return net_; }  // the layers added so far
 
 private:
     Shape current() const { return net_.layers.empty() ? net_.input : net_.layers.back().out; }
@@ -74,18 +98,16 @@ private:
     Network net_;
 };
 
-// LeNet-5 (LeCun et al. 1998) with a softmax output, as in DESIGN.md.
+// LeNet-5 (LeCun et al. 1998) with a softmax output, as in DESIGN.md: the built-in
+// model file models/lenet5.net.
 Network lenet5_network();
-
-// LeCun's Table I: c3_table()[o][i] != 0 when C3 map o reads S2 map i.
-std::vector<std::vector<int>> c3_table();
 
 // Throws Error unless `v` (named `what` in the message) has one value per parameter.
 void check_param_count(const Network& net, const std::vector<float>& v, const char* what);
 
 // Seeded initialisation, identical for every variant: weights uniform in
-// +-sqrt(3 / fan_in) (variance 1/fan_in, LeCun's rule for tanh), subsampling
-// coefficients 1/(K*K) (a plain average), biases 0.
+// +-sqrt(3 / fan_in) (variance 1/fan_in, LeCun's rule for tanh; twice that for ReLU,
+// He's rule), subsampling coefficients 1/(K*K) (a plain average), biases 0.
 std::vector<float> init_params(const Network& net, uint64_t seed);
 
 }  // namespace lenet5

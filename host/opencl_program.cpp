@@ -12,7 +12,7 @@ namespace {
 // fully connected layer with the same weight layout: connection j = o*IC + i holds
 // W[o][i][ky][kx] = W[o][(i*IH + ky)*IW + kx].
 bool conv_is_fc(const LayerSpec& l) {
-    return l.kind == LayerKind::Conv && l.kernel == l.in.h && l.kernel == l.in.w &&
+    return l.kind == LayerKind::Conv && l.kernel == l.in.h && l.kernel == l.in.w && l.pad == 0 &&
            l.connections() == l.in.c * l.out.c;
 }
 
@@ -42,6 +42,17 @@ SampleProgram sample_program(const Network& net, const DeviceLayout& layout, int
                              int grad_lanes) {
     const auto& layers = net.layers;
     const size_t L = layers.size();
+    if (net.loss != Loss::SoftmaxCrossEntropy)
+        throw Error("the OpenCL variants train with the softmax loss only; this network uses " +
+                    std::string(loss_name(net.loss)));
+    for (const LayerSpec& l : layers) {
+        if (l.activation != Activation::Tanh && l.activation != Activation::None)
+            throw Error("the OpenCL variants support the activations tanh and none; layer " + l.name + " uses " +
+                        activation_name(l.activation));
+        if (l.stride != (l.kind == LayerKind::Subsample ? l.kernel : 1) || l.pad)
+            throw Error("the OpenCL variants support convolutions of stride 1 without padding; layer " + l.name +
+                        " has another");
+    }
     // Which layers are pairs (conv k, subsample k + 1) and which fully connected; pairs come first.
     std::vector<bool> pair_conv(L, false);
     size_t pairs_end = 0;  // the first fully connected layer

@@ -1,5 +1,6 @@
 // What every host variant does at the two ends of the network: turning an MNIST
-// image into the input tensor, and the softmax cross-entropy of the logits.
+// image into the input tensor, and the loss of the outputs (softmax cross-entropy of
+// the logits, or the squared error against the one-hot label).
 // The OpenCL kernels do the same arithmetic in cl_kernels/.
 #pragma once
 #include <cmath>
@@ -34,6 +35,27 @@ inline float softmax_cross_entropy(const float* logits, int n, int label, float 
         dlogits[k] = scale * (std::exp(logits[k] - mx) / sum - (k == label ? 1.0f : 0.0f));
     correct = best == label;
     return std::log(sum) - (logits[label] - mx);
+}
+
+// 0.5 * sum_k (y_k - t_k)^2 against the one-hot label t; writes scale * (y - t).
+inline float squared_error(const float* y, int n, int label, float scale, float* dy, bool& correct) {
+    int best = 0;
+    float loss = 0.0f;
+    for (int k = 0; k < n; ++k) {
+        if (y[k] > y[best]) best = k;
+        const float e = y[k] - (k == label ? 1.0f : 0.0f);
+        loss += 0.5f * e * e;
+        dy[k] = scale * e;
+    }
+    correct = best == label;
+    return loss;
+}
+
+// The network's loss of one sample's outputs.
+inline float sample_loss(Loss loss, const float* outputs, int n, int label, float scale, float* doutputs,
+                         bool& correct) {
+    return loss == Loss::SquaredError ? squared_error(outputs, n, label, scale, doutputs, correct)
+                                      : softmax_cross_entropy(outputs, n, label, scale, doutputs, correct);
 }
 
 }  // namespace lenet5

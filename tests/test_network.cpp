@@ -28,7 +28,11 @@ TEST(Network, Lenet5ShapesAndParameterCountsMatchThePaper) {
 }
 
 TEST(Network, C3ConnectionTableIsLeCunsTableOne) {
-    const auto t = c3_table();
+    const Network net = lenet5_network();
+    const LayerSpec& c3 = net.layers[2];
+    // t[o][i]: C3 map o reads S2 map i, from models/lenet5.net's grid.
+    std::vector<std::vector<int>> t(16, std::vector<int>(6, 0));
+    for (int j = 0; j < c3.connections(); ++j) t[c3.conn_out[j]][c3.conn_in[j]] = 1;
     int total = 0;
     for (int o = 0; o < 16; ++o) {
         int n = 0;
@@ -41,9 +45,14 @@ TEST(Network, C3ConnectionTableIsLeCunsTableOne) {
     // Spot checks against the paper's grid.
     EXPECT_TRUE(t[4][4] && t[4][5] && t[4][0]);
     EXPECT_TRUE(t[14][0] && t[14][2] && t[14][3] && t[14][5] && !t[14][1] && !t[14][4]);
-    const Network net = lenet5_network();
-    EXPECT_EQ(net.layers[2].connections(), 60);
+    EXPECT_EQ(c3.connections(), 60);
     EXPECT_EQ(net.layers[4].connections(), 16 * 120);
+}
+
+// Checkpoints record the description's hash: a change to LeNet-5's would orphan every
+// checkpoint saved so far.
+TEST(Network, Lenet5DescriptionIsStable) {
+    EXPECT_EQ(lenet5_network().hash(), 0x18617c97db1c97a5u);
 }
 
 TEST(Network, InitialisationIsSeededAndScaledByFanIn) {
