@@ -91,11 +91,10 @@ inline StepRecord record_step(Engine& e, const Network& net, const Dataset& data
     return r;
 }
 
-// Asserts that `variant` matches `cpu` on the same batches from the same parameters:
-// every layer output, the loss, every gradient and the parameters after the update,
-// each with ||v - ref|| / ||ref|| < 1e-4.
-inline void expect_matches_cpu(Engine& variant, int batch, double tolerance = 1e-4) {
-    const Network net = lenet5_network();
+// Asserts that `variant` (an engine for `net`) matches `cpu` on the same batches from the
+// same parameters: every layer output, the loss, every gradient and the parameters after
+// the update, each with ||v - ref|| / ||ref|| < 1e-4.
+inline void expect_matches_cpu(Engine& variant, const Network& net, int batch, double tolerance = 1e-4) {
     const Dataset data = random_dataset(2 * batch + 3, 42 + static_cast<uint64_t>(batch));
     auto ref_engine = cpu_engine(net);
     const StepRecord ref = record_step(*ref_engine, net, data, batch, 7);
@@ -120,6 +119,11 @@ inline void expect_matches_cpu(Engine& variant, int batch, double tolerance = 1e
     }
     EXPECT_LT(relative_error(got.params_after, ref.params_after), tolerance)
         << variant.variant() << " parameters after the update, batch " << batch;
+}
+
+// The same for LeNet-5.
+inline void expect_matches_cpu(Engine& variant, int batch, double tolerance = 1e-4) {
+    expect_matches_cpu(variant, lenet5_network(), batch, tolerance);
 }
 
 }  // namespace lenet5::test
