@@ -10,6 +10,7 @@
 
 #include "atomic_file.h"
 #include "error.h"
+#include "model_file.h"
 
 namespace lenet5 {
 
@@ -76,6 +77,8 @@ std::string encode_checkpoint(const Checkpoint& c) {
     w.put<uint64_t>(c.network_hash);
     w.put<uint32_t>(static_cast<uint32_t>(c.network_description.size()));
     w.bytes(c.network_description.data(), c.network_description.size());
+    w.put<uint32_t>(static_cast<uint32_t>(c.model_text.size()));
+    w.bytes(c.model_text.data(), c.model_text.size());
     w.put<uint32_t>(c.epoch);
     w.put<uint32_t>(c.step);
     w.put<uint64_t>(c.seed);
@@ -98,16 +101,21 @@ Checkpoint decode_checkpoint(const std::string& in, const std::string& source) {
     char magic[sizeof kMagic];
     r.bytes(magic, sizeof magic, "header");
     const uint32_t version = r.get<uint32_t>("header");
-    if (version != kCheckpointVersion)
-        throw Error(source + ": checkpoint format version " + std::to_string(version) + " (this lenet5 reads version " +
+    if (version != 1 && version != kCheckpointVersion)
+        throw Error(source + ": checkpoint format version " + std::to_string(version) + " (this lenet5 reads versions 1 and " +
                     std::to_string(kCheckpointVersion) + ")");
     Checkpoint c;
     c.network_hash = r.get<uint64_t>("network");
-    const uint32_t len = r.get<uint32_t>("network");
-    if (len > kMaxDescription) throw Error(source + ": corrupt checkpoint (network description of " + std::to_string(len) + " bytes)");
-    if (len > r.remaining()) throw Error(source + ": truncated checkpoint (the network section is incomplete)");
-    c.network_description.resize(len);
-    r.bytes(&c.network_description[0], len, "network");
+    auto text = [&](std::string& out, const char* what) {
+        const uint32_t len = r.get<uint32_t>("network");
+        if (len > kMaxDescription)
+            throw Error(source + ": corrupt checkpoint (" + what + " of " + std::to_string(len) + " bytes)");
+        if (len > r.remaining()) throw Error(source + ": truncated checkpoint (the network section is incomplete)");
+        out.resize(len);
+        r.bytes(&out[0], len, "network");
+    };
+    text(c.network_description, "network description");
+    if (version >= 2) text(c.model_text, "model file");
     c.epoch = r.get<uint32_t>("training");
     c.step = r.get<uint32_t>("training");
     c.seed = r.get<uint64_t>("training");
@@ -135,6 +143,8 @@ Checkpoint load_checkpoint(const std::string& path) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) throw Error(path + ": cannot open checkpoint: " + std::strerror(errno));
     if (S_ISDIR(st.st_mode)) throw Error(path + ": is a directory, not a checkpoint");
+    // A FIFO or device would block in open or never end: refuse before opening.
+    if (!S_ISREG(st.st_mode)) throw Error(path + ": not a regular file (a FIFO, device or socket cannot be a checkpoint)");
     std::ifstream f(path, std::ios::binary);
     if (!f) throw Error(path + ": cannot open checkpoint: " + std::strerror(errno));
     std::ostringstream s;
@@ -146,6 +156,12 @@ Checkpoint load_checkpoint(const std::string& path) {
 void check_network(const Checkpoint& c, const Network& net, const std::string& path) {
     if (c.network_hash != net.hash() || c.network_description != net.describe() || c.params.size() != net.param_count)
         throw Error(path + ": checkpoint is for another network (its description or hash differs from " + net.name + ")");
+}
+
+Model checkpoint_model(const Checkpoint& c, const std::string& path) {
+    Model m = c.model_text.empty() ? load_model("lenet5") : parse_model(c.model_text, path + " (its model file)");
+    check_network(c, m.net, path);
+    return m;
 }
 
 }  // namespace lenet5

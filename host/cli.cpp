@@ -11,12 +11,13 @@ namespace lenet5 {
 
 std::string help_text() {
     return std::string(
-               "lenet5 " LENET5_VERSION " - train LeNet-5 on MNIST and see where the time goes\n"
+               "lenet5 " LENET5_VERSION " - train LeNet-5 (or another model) on MNIST and see where the time goes\n"
                "\n"
                "usage:\n"
                "  lenet5 train [options]        train, printing one table row per epoch\n"
                "  lenet5 eval --model FILE      test accuracy, loss and confusion matrix of a checkpoint\n"
                "  lenet5 tune [options]         time each work-group size of the OpenCL variants, cache the fastest\n"
+               "  lenet5 models                 list the built-in models, their parameters and settings\n"
                "  lenet5 devices                list the OpenCL devices (index for --device)\n"
                "  lenet5 --help | --version\n"
                "\n"
@@ -30,24 +31,28 @@ std::string help_text() {
            "                   `lenet5 tune` found fastest for this device, variant and batch, else 256\n"
            "                   or the device's limit if lower)\n"
            "  --threads N      threads for omp (default: OMP_NUM_THREADS, else all cores)\n"
-           "  --epochs N       train up to epoch N (default 10)\n"
-           "  --batch B        mini-batch size (default 64)\n"
-           "  --lr X           learning rate of the first epoch (default 0.05)\n"
-           "  --lr-decay G     multiply the learning rate by G after every epoch, 0 < G <= 1 (default 0.8)\n"
-           "  --momentum M     SGD momentum, 0 <= M < 1 (default 0.9)\n"
-           "  --weight-decay W L2 weight decay, 0 <= W < 1 (default 0.0005)\n"
+           "  --epochs N       train up to epoch N (default: the model's, else 10)\n"
+           "  --batch B        mini-batch size (default: the model's, else 64)\n"
+           "  --lr X           learning rate of the first epoch (default: the model's, else 0.05)\n"
+           "  --lr-decay G     multiply the learning rate by G after every epoch, 0 < G <= 1\n"
+           "                   (default: the model's, else 0.8)\n"
+           "  --momentum M     SGD momentum, 0 <= M < 1 (default: the model's, else 0.9)\n"
+           "  --weight-decay W L2 weight decay, 0 <= W < 1 (default: the model's, else 0.0005)\n"
            "  --seed S         seed of the initial weights and the shuffles (default 1)\n"
            "  --train-limit N  use only the first N training images (default: all 60000)\n"
            "  --test-limit N   use only the first N test images (default: all 10000)\n"
-           "  --data DIR       folder with the MNIST IDX files, raw or .gz\n"
-           "                   (default: $LENET5_DATA, else data/mnist)\n"
+           "  --dataset D      mnist or fashion (Fashion-MNIST from Debian's dataset-fashion-mnist,\n"
+           "                   /usr/share/datasets/fashion-mnist); default mnist\n"
+           "  --data DIR       folder with the four IDX files, raw or .gz (default: the dataset's;\n"
+           "                   for mnist $LENET5_DATA, else data/mnist)\n"
            "  --json FILE      also write the run as JSON\n"
            "  --save FILE      write a checkpoint after every epoch and when interrupted\n"
            "  --resume FILE    continue from a checkpoint (its seed and momentum carry on)\n"
            "  --kernel-profile after training, print every OpenCL kernel's launches per step\n"
            "                   and device time (slows the epoch: each launch carries an event)\n"
            "\n"
-           "eval options: --model FILE, --variant, --device, --group, --test-limit, --data, --json as above\n"
+           "eval options: --model FILE (a checkpoint: it carries its model), --variant, --device, --group,\n"
+           "              --test-limit, --dataset, --data, --json as above\n"
            "\n"
            "tune options: times training steps on random images, so it needs no data set\n"
            "  --variant V,...  the OpenCL variants to tune (default: gpu,gpu-constant,gpu-local)\n"
@@ -115,8 +120,13 @@ float parse_float(const std::string& flag, const std::string& text, float lo, fl
 
 // Flags that train and eval share. Returns false if `flag` is not one of them.
 bool parse_common(const std::string& flag, ArgReader& r, EngineRequest& engine, std::string& data_dir,
-                  std::string& json_path, int& test_limit) {
+                  std::string& dataset, std::string& json_path, int& test_limit) {
     if (flag == "--variant") engine.variant = r.value(flag);
+    else if (flag == "--dataset") {
+        dataset = r.value(flag);
+        if (dataset != "mnist" && dataset != "fashion")
+            throw UsageError(flag + ": '" + dataset + "' is not a data set (mnist, fashion)");
+    }
     else if (flag == "--device") engine.device = parse_count(flag, r.value(flag), 0);
     else if (flag == "--group") engine.group = parse_power_of_two(flag, r.value(flag));
     else if (flag == "--data") data_dir = r.value(flag);
@@ -125,6 +135,8 @@ bool parse_common(const std::string& flag, ArgReader& r, EngineRequest& engine, 
     else return false;
     if ((flag == "--data" || flag == "--json") && (flag == "--data" ? data_dir : json_path).empty())
         throw UsageError(flag + " needs a non-empty value");
+    if (flag == "--data" && data_dir == "-")
+        throw UsageError("--data: '-' is not accepted: the data is a folder of IDX files, not a stream");
     return true;
 }
 
@@ -175,6 +187,7 @@ Command parse_command_line(const std::vector<std::string>& args) {
         return cmd;
     }
     if (name == "devices") cmd.kind = Command::Kind::Devices;
+    else if (name == "models") cmd.kind = Command::Kind::Models;
     else if (name == "train") cmd.kind = Command::Kind::Train;
     else if (name == "eval") cmd.kind = Command::Kind::Eval;
     else if (name == "tune") cmd.kind = Command::Kind::Tune;
@@ -190,8 +203,11 @@ Command parse_command_line(const std::vector<std::string>& args) {
             return cmd;
         }
         if (cmd.kind == Command::Kind::Train) {
-            if (parse_common(flag, r, t.engine, t.data_dir, t.json_path, t.test_limit)) continue;
-            if (flag == "--threads") t.engine.threads = parse_count(flag, r.value(flag), 1);
+            if (parse_common(flag, r, t.engine, t.data_dir, t.dataset, t.json_path, t.test_limit)) continue;
+            if (flag == "--model") {
+                t.model = r.value(flag);
+                if (t.model.empty()) throw UsageError(flag + " needs a non-empty value");
+            } else if (flag == "--threads") t.engine.threads = parse_count(flag, r.value(flag), 1);
             else if (flag == "--epochs") t.epochs = parse_count(flag, r.value(flag), 1);
             else if (flag == "--batch") t.batch = parse_count(flag, r.value(flag), 1);
             else if (flag == "--lr") t.lr = parse_float(flag, r.value(flag), 0.0f, 10.0f, false);
@@ -205,7 +221,7 @@ Command parse_command_line(const std::vector<std::string>& args) {
             else if (flag == "--kernel-profile") t.kernel_profile = true;
             else throw UsageError("unknown option '" + flag + "' for train (try `lenet5 --help`)");
         } else if (cmd.kind == Command::Kind::Eval) {
-            if (parse_common(flag, r, e.engine, e.data_dir, e.json_path, e.test_limit)) continue;
+            if (parse_common(flag, r, e.engine, e.data_dir, e.dataset, e.json_path, e.test_limit)) continue;
             if (flag == "--model") e.model_path = r.value(flag);
             else if (flag == "--threads") e.engine.threads = parse_count(flag, r.value(flag), 1);
             else throw UsageError("unknown option '" + flag + "' for eval (try `lenet5 --help`)");

@@ -11,11 +11,12 @@ namespace lenet5 {
 struct EvalOptions {
     EngineRequest engine;
     std::string model_path, data_dir, json_path;
+    std::string dataset = "mnist";
     int test_limit = 0;
 };
 
 struct Command {
-    enum class Kind { Train, Eval, Tune, Devices, Help, Version } kind = Kind::Help;
+    enum class Kind { Train, Eval, Tune, Devices, Models, Help, Version } kind = Kind::Help;
     TrainOptions train;
     EvalOptions eval;
     TuneOptions tune;

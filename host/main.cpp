@@ -61,16 +61,20 @@ int run_train(const TrainOptions& options) {
 }
 
 int run_eval(const EvalOptions& o) {
-    const Network net = lenet5_network();
     const Checkpoint c = load_checkpoint(o.model_path);
-    check_network(c, net, o.model_path);
+    const Network net = checkpoint_model(c, o.model_path).net;
     auto engine = make_engine(net, o.engine);
-    const Dataset test_set = load_mnist(resolve_data_dir(o.data_dir), Split::Test, o.test_limit);
+    const Dataset test_set = load_mnist(resolve_data_dir(o.data_dir, o.dataset), Split::Test, o.test_limit);
     engine->upload(Split::Test, test_set);
     engine->set_params(c.params);
-    const RunInfo info{engine->variant(), engine->device(), engine->platform(), 0, test_set.count, 1};
+    RunInfo info;
+    info.model = net.name;
+    info.variant = engine->variant();
+    info.device = engine->device();
+    info.platform = engine->platform();
+    info.test_samples = test_set.count;
     const EvalResult r = evaluate(*engine, net, test_set, true);
-    std::cout << "lenet5: " << o.model_path << " (epoch " << c.epoch << ") on " << info.variant << ", " << info.device
+    std::cout << "lenet5: " << o.model_path << " (model " << net.name << ", epoch " << c.epoch << ") on " << info.variant << ", " << info.device
               << " [" << info.platform << "]\n";
     print_eval(std::cout, r);
     if (!o.json_path.empty()) write_file_atomic(o.json_path, eval_report_json(r, o.model_path, info));
@@ -87,6 +91,7 @@ int run(const std::vector<std::string>& args) {
             std::cout << "lenet5 " LENET5_VERSION "\nvariants: " << variants << "\ndefault: " LENET5_DEFAULT_VARIANT "\n";
             return 0;
         }
+        case Command::Kind::Models: print_models(std::cout); return 0;
         case Command::Kind::Devices:
 #ifdef LENET5_HAVE_OPENCL
             print_opencl_devices(std::cout);

@@ -42,6 +42,8 @@ public:
         const fs::file_status st = fs::status(path, ec);
         if (!fs::exists(st)) fail("no such file");
         if (fs::is_directory(st)) fail("is a directory, not an IDX file");
+        // A FIFO or device would block in open or never end: refuse before opening.
+        if (!fs::is_regular_file(st)) fail("not a regular file (a FIFO, device or socket cannot be an IDX file)");
         errno = 0;
         f_ = gzopen(path.c_str(), "rb");
         if (!f_) fail(std::string("cannot open: ") + (errno ? std::strerror(errno) : "out of memory"));
@@ -202,8 +204,9 @@ Dataset load_mnist(const std::string& dir, Split split, int limit) {
     return d;
 }
 
-std::string resolve_data_dir(const std::string& flag) {
+std::string resolve_data_dir(const std::string& flag, const std::string& dataset) {
     if (!flag.empty()) return flag;
+    if (dataset == "fashion") return "/usr/share/datasets/fashion-mnist";  // Debian's dataset-fashion-mnist
     if (const char* env = std::getenv("LENET5_DATA"); env && *env) return env;
     std::error_code ec;
     if (fs::is_directory("data/mnist", ec)) return "data/mnist";

@@ -32,7 +32,8 @@ Dataset load_mnist(const std::string& dir, Split split, int limit = 0);
 // (`lenet5 tune`), where the pixels do not matter.
 Dataset random_dataset(int count, uint64_t seed);
 
-// The data folder: `flag` if not empty, else $LENET5_DATA, else the project's data/mnist.
-std::string resolve_data_dir(const std::string& flag);
+// The data folder: `flag` if not empty; else for dataset "fashion" Debian's
+// /usr/share/datasets/fashion-mnist; else $LENET5_DATA, else the project's data/mnist.
+std::string resolve_data_dir(const std::string& flag, const std::string& dataset = "mnist");
 
 }  // namespace lenet5

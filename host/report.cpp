@@ -6,11 +6,13 @@
 namespace lenet5 {
 
 void print_run_header(std::ostream& out, const RunInfo& info, const TrainOptions& o) {
-    out << "lenet5: variant " << info.variant << " on " << info.device << " [" << info.platform << "], "
-        << info.train_samples << " training / " << info.test_samples << " test images\n"
-        << "        batch " << o.batch << ", lr " << o.lr;
-    if (o.lr_decay != 1.0f) out << " (x" << o.lr_decay << " per epoch)";
-    out << ", momentum " << o.momentum << ", weight decay " << o.weight_decay << ", seed " << o.seed << "\n";
+    const TrainSettings& s = info.settings;
+    out << "lenet5: model " << info.model << ", variant " << info.variant << " on " << info.device << " ["
+        << info.platform << "], " << info.train_samples << " training / " << info.test_samples << " test images ("
+        << o.dataset << ")\n"
+        << "        batch " << s.batch << ", lr " << s.lr;
+    if (s.lr_decay != 1.0f) out << " (x" << s.lr_decay << " per epoch)";
+    out << ", momentum " << s.momentum << ", weight decay " << s.weight_decay << ", seed " << s.seed << "\n";
 }
 
 void print_table_header(std::ostream& out) {
@@ -88,17 +90,36 @@ std::string eval_report_json(const EvalResult& r, const std::string& model, cons
     return j.dump() + "\n";
 }
 
+void print_models(std::ostream& out) {
+    for (const auto& [name, text] : builtin_models()) {
+        const Model m = parse_model(text, "models/" + name + ".net");
+        const Network& net = m.net;
+        const TrainSettings s = resolve_settings(TrainOptions{}, m.recipe);
+        out << name << ": " << net.param_count << " parameters, " << loss_name(net.loss) << " loss; batch " << s.batch
+            << ", lr " << s.lr << ", lr-decay " << s.lr_decay << ", momentum " << s.momentum << ", weight-decay "
+            << s.weight_decay << ", " << s.epochs << (s.epochs == 1 ? " epoch\n" : " epochs\n");
+        out << "    input " << net.input.c << 'x' << net.input.h << 'x' << net.input.w;
+        for (const LayerSpec& l : net.layers)
+            out << " -> " << l.name << ' ' << kind_name(l.kind) << ' ' << l.out.c << 'x' << l.out.h << 'x' << l.out.w
+                << (l.activation == Activation::None ? "" : std::string(" ") + activation_name(l.activation));
+        out << "\n";
+    }
+}
+
 std::string train_report_json(const TrainResult& result, const TrainOptions& o) {
     nlohmann::ordered_json j;
+    const TrainSettings& s = result.info.settings;
+    j["model"] = result.info.model;
+    j["dataset"] = o.dataset;
     j["variant"] = result.info.variant;
     j["device"] = result.info.device;
     j["platform"] = result.info.platform;
-    j["batch"] = o.batch;
-    j["lr"] = o.lr;
-    j["lr_decay"] = o.lr_decay;
-    j["momentum"] = o.momentum;
-    j["weight_decay"] = o.weight_decay;
-    j["seed"] = o.seed;
+    j["batch"] = s.batch;
+    j["lr"] = s.lr;
+    j["lr_decay"] = s.lr_decay;
+    j["momentum"] = s.momentum;
+    j["weight_decay"] = s.weight_decay;
+    j["seed"] = s.seed;
     j["train_samples"] = result.info.train_samples;
     j["test_samples"] = result.info.test_samples;
     j["epochs"] = nlohmann::ordered_json::array();

@@ -17,6 +17,9 @@ void print_kernel_profile(std::ostream& out, const std::vector<EpochResult>& epo
 void print_eval(std::ostream& out, const EvalResult& r);
 std::string eval_report_json(const EvalResult& r, const std::string& model, const RunInfo& info);
 
+// `lenet5 models`: each built-in model's layers, parameter count, loss and training settings.
+void print_models(std::ostream& out);
+
 // The JSON report of DESIGN.md, as text.
 std::string train_report_json(const TrainResult& result, const TrainOptions& options);
 

@@ -28,7 +28,7 @@ uint64_t epoch_rng_state(uint64_t seed, int epoch) {
 
 // Step decay per epoch: the rate of epoch e is lr * lr_decay^(e-1). It depends on
 // the epoch number alone, so resuming needs no extra state.
-float epoch_lr(const TrainOptions& o, int epoch) {
+float epoch_lr(const TrainSettings& o, int epoch) {
     return o.lr * static_cast<float>(std::pow(static_cast<double>(o.lr_decay), epoch - 1));
 }
 
@@ -64,26 +64,44 @@ EvalResult evaluate(Engine& engine, const Network& net, const Dataset& test_set,
     return r;
 }
 
+TrainSettings resolve_settings(const TrainOptions& o, const TrainRecipe& recipe) {
+    TrainSettings s;
+    s.epochs = o.epochs.value_or(recipe.epochs.value_or(s.epochs));
+    s.batch = o.batch.value_or(recipe.batch.value_or(s.batch));
+    s.lr = o.lr.value_or(recipe.lr.value_or(s.lr));
+    s.lr_decay = o.lr_decay.value_or(recipe.lr_decay.value_or(s.lr_decay));
+    s.momentum = o.momentum.value_or(recipe.momentum.value_or(s.momentum));
+    s.weight_decay = o.weight_decay.value_or(recipe.weight_decay.value_or(s.weight_decay));
+    s.seed = o.seed;
+    return s;
+}
+
 TrainResult train(const TrainOptions& o, const TrainObserver& observer) {
-    const Network net = lenet5_network();
     Checkpoint resume;
-    TrainOptions opt = o;
-    if (!o.resume_path.empty()) {
+    Model model;
+    if (o.resume_path.empty()) {
+        model = load_model(o.model.empty() ? "lenet5" : o.model);
+    } else {
         resume = load_checkpoint(o.resume_path);
-        check_network(resume, net, o.resume_path);
+        model = o.model.empty() ? checkpoint_model(resume, o.resume_path) : load_model(o.model);
+        check_network(resume, model.net, o.resume_path);
+    }
+    const Network& net = model.net;
+    TrainSettings opt = resolve_settings(o, model.recipe);
+    if (!o.resume_path.empty()) {
         opt.seed = resume.seed;  // the shuffles must continue as they began
-        if (static_cast<int>(resume.epoch) >= o.epochs)
+        if (static_cast<int>(resume.epoch) >= opt.epochs)
             throw Error(o.resume_path + ": checkpoint has already trained " + std::to_string(resume.epoch) +
-                        " epochs; --epochs " + std::to_string(o.epochs) + " asks for no more");
+                        " epochs; --epochs " + std::to_string(opt.epochs) + " asks for no more");
     }
     // The engine first: a bad --variant or --device is reported before the data loads.
-    EngineRequest request = opt.engine;
+    EngineRequest request = o.engine;
     request.batch = opt.batch;  // the OpenCL variants' tuned work-group size is per batch
     auto engine = make_engine(net, request);
-    if (opt.kernel_profile) engine->profile_kernels();
-    const std::string dir = resolve_data_dir(opt.data_dir);
-    const Dataset train_set = load_mnist(dir, Split::Train, opt.train_limit);
-    const Dataset test_set = load_mnist(dir, Split::Test, opt.test_limit);
+    if (o.kernel_profile) engine->profile_kernels();
+    const std::string dir = resolve_data_dir(o.data_dir, o.dataset);
+    const Dataset train_set = load_mnist(dir, Split::Train, o.train_limit);
+    const Dataset test_set = load_mnist(dir, Split::Test, o.test_limit);
     engine->upload(Split::Train, train_set);
     engine->upload(Split::Test, test_set);
     int first_epoch = 1, first_step = 0;
@@ -97,14 +115,16 @@ TrainResult train(const TrainOptions& o, const TrainObserver& observer) {
     }
 
     TrainResult result;
-    result.info = {engine->variant(), engine->device(), engine->platform(), train_set.count, test_set.count, first_epoch};
+    result.info = {net.name,      opt, engine->variant(), engine->device(), engine->platform(), train_set.count,
+                   test_set.count, first_epoch};
     if (observer.on_start) observer.on_start(result.info);
 
     auto save = [&](int epochs_done, int steps_done) {
-        if (opt.save_path.empty()) return;
+        if (o.save_path.empty()) return;
         Checkpoint c;
         c.network_hash = net.hash();
         c.network_description = net.describe();
+        c.model_text = model.text;
         c.epoch = static_cast<uint32_t>(epochs_done);
         c.step = static_cast<uint32_t>(steps_done);
         c.seed = opt.seed;
@@ -114,7 +134,7 @@ TrainResult train(const TrainOptions& o, const TrainObserver& observer) {
         c.momentum = opt.momentum;
         c.params = engine->params();
         c.velocity = engine->momentum_buffer();
-        save_checkpoint(opt.save_path, c);
+        save_checkpoint(o.save_path, c);
     };
 
     const int steps = (train_set.count + opt.batch - 1) / opt.batch;

@@ -6,11 +6,13 @@
 
 #include "engine.h"
 #include "engine_factory.h"
+#include "model_file.h"
 
 namespace lenet5 {
 
-struct TrainOptions {
-    EngineRequest engine;
+// The training settings a run uses: a flag's value, else the model file's `train` line,
+// else these defaults (LeNet-5's).
+struct TrainSettings {
     int epochs = 10;  // the epoch to train up to (also when resuming)
     int batch = 64;
     float lr = 0.05f;       // the learning rate of the first epoch
@@ -18,8 +20,19 @@ struct TrainOptions {
     float momentum = 0.9f;
     float weight_decay = 5e-4f;  // L2 penalty, folded into the momentum update
     uint64_t seed = 1;
+};
+
+struct TrainOptions {
+    EngineRequest engine;
+    // A built-in model's name or a model file; empty: LeNet-5, or the checkpoint's model with --resume.
+    std::string model;
+    // Unset: the model file's setting, else TrainSettings' default.
+    std::optional<int> epochs, batch;
+    std::optional<float> lr, lr_decay, momentum, weight_decay;
+    uint64_t seed = 1;
     int train_limit = 0;  // 0 = all
     int test_limit = 0;
+    std::string dataset = "mnist";  // mnist or fashion: where --data is not given
     std::string data_dir;  // resolved by resolve_data_dir
     std::string json_path, save_path, resume_path;
     bool kernel_profile = false;  // time every kernel launch (OpenCL variants)
@@ -37,6 +50,8 @@ struct EpochResult {
 };
 
 struct RunInfo {
+    std::string model;  // the network's name
+    TrainSettings settings;
     std::string variant, device, platform;
     int train_samples = 0, test_samples = 0;
     int first_epoch = 1;  // > 1 when resuming
@@ -47,6 +62,9 @@ struct EvalResult {
     int samples = 0;
     std::vector<std::vector<int64_t>> confusion;  // [true digit][predicted digit]
 };
+
+// The settings of a run of `model` with `o`'s flags (flags first, then the model's recipe).
+TrainSettings resolve_settings(const TrainOptions& o, const TrainRecipe& recipe);
 
 // Evaluates the engine's current parameters on its test set (`test_set` is what
 // was uploaded as Split::Test); the confusion matrix only when asked.

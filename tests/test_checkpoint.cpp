@@ -3,6 +3,9 @@
 // moment leaves a whole checkpoint.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <cstring>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -13,6 +16,7 @@
 #include <thread>
 
 #include "checkpoint.h"
+#include "model_file.h"
 #include "error.h"
 #include "test_support.h"
 #include "trainer.h"
@@ -22,10 +26,12 @@ using namespace lenet5;
 namespace {
 
 Checkpoint sample_checkpoint() {
-    const Network net = lenet5_network();
+    const Model model = load_model("lenet5");
+    const Network& net = model.net;
     Checkpoint c;
     c.network_hash = net.hash();
     c.network_description = net.describe();
+    c.model_text = model.text;
     c.epoch = 3;
     c.step = 17;
     c.seed = 9;
@@ -58,6 +64,7 @@ TEST(Checkpoint, RoundTripsEveryField) {
     const Checkpoint d = load_checkpoint(path);
     EXPECT_EQ(d.network_hash, c.network_hash);
     EXPECT_EQ(d.network_description, c.network_description);
+    EXPECT_EQ(d.model_text, c.model_text);
     EXPECT_EQ(d.epoch, 3u);
     EXPECT_EQ(d.step, 17u);
     EXPECT_EQ(d.seed, 9u);
@@ -68,6 +75,40 @@ TEST(Checkpoint, RoundTripsEveryField) {
     EXPECT_EQ(d.params, c.params);
     EXPECT_EQ(d.velocity, c.velocity);
     EXPECT_NO_THROW(check_network(d, lenet5_network(), path));
+    EXPECT_EQ(checkpoint_model(d, path).net.describe(), lenet5_network().describe());
+}
+
+// Version 1 had no model file: such a checkpoint loads as LeNet-5.
+TEST(Checkpoint, VersionOneLoadsAsLenet5) {
+    Checkpoint c = sample_checkpoint();
+    c.model_text.clear();
+    std::string bytes = encode_checkpoint(c);
+    bytes[8] = 1;
+    const size_t model_len_at = 8 + 4 + 8 + 4 + c.network_description.size();
+    bytes.erase(model_len_at, 4);  // version 1 has no model-file length
+    const uint32_t crc = static_cast<uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()),
+                                                     static_cast<uInt>(bytes.size() - 4)));
+    std::memcpy(&bytes[bytes.size() - 4], &crc, 4);
+    const Checkpoint d = decode_checkpoint(bytes, "v1.bin");
+    EXPECT_TRUE(d.model_text.empty());
+    EXPECT_EQ(d.params, c.params);
+    EXPECT_EQ(checkpoint_model(d, "v1.bin").net.name, "lenet5");
+}
+
+// A checkpoint of another model rebuilds that model from the file it carries.
+TEST(Checkpoint, CarriesItsModelFile) {
+    const Model mlp = load_model("mlp");
+    Checkpoint c = sample_checkpoint();
+    c.network_hash = mlp.net.hash();
+    c.network_description = mlp.net.describe();
+    c.model_text = mlp.text;
+    c.params = init_params(mlp.net, 1);
+    c.velocity = c.params;
+    const Checkpoint d = decode_checkpoint(encode_checkpoint(c), "mlp.bin");
+    const Model m = checkpoint_model(d, "mlp.bin");
+    EXPECT_EQ(m.net.name, "mlp");
+    EXPECT_EQ(m.net.loss, Loss::SquaredError);
+    EXPECT_THROW(check_network(d, lenet5_network(), "mlp.bin"), Error);
 }
 
 TEST(Checkpoint, EveryMalformedFileGivesItsError) {
@@ -83,11 +124,11 @@ TEST(Checkpoint, EveryMalformedFileGivesItsError) {
     expect("LENET5XX" + good.substr(8), "bad magic");
     expect("hello", "bad magic");
     std::string other_version = good;
-    other_version[8] = 2;
-    expect(other_version, "format version 2");
+    other_version[8] = 3;
+    expect(other_version, "format version 3");
     // Cut inside each section: header, network, training, tensors, trailer.
     const size_t desc = sample_checkpoint().network_description.size();
-    const size_t training = 8 + 4 + 8 + 4 + desc;
+    const size_t training = 8 + 4 + 8 + 4 + desc + 4 + sample_checkpoint().model_text.size();
     const size_t tensors = training + 4 + 4 + 8 + 8 + 4 + 4 + 4;
     expect(good.substr(0, 10), "header section is incomplete");
     expect(good.substr(0, 16), "network section is incomplete");
