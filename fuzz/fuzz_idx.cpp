@@ -3,14 +3,21 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "error.h"
 #include "mnist.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    // The loader reads files (through zlib), so the input goes through one.
-    static const std::string path = "/tmp/lenet5_fuzz_idx_" + std::to_string(::getpid());
+    // The loader reads files (through zlib), so the input goes through one, removed at exit.
+    struct TempFile {
+        std::string path;
+        ~TempFile() { std::remove(path.c_str()); }
+    };
+    static const char* dir = std::getenv("TMPDIR");
+    static const TempFile file{std::string(dir && *dir ? dir : "/tmp") + "/lenet5_fuzz_idx_" + std::to_string(::getpid())};
+    const std::string& path = file.path;
     FILE* f = std::fopen(path.c_str(), "wb");
     if (!f) return 0;
     std::fwrite(data, 1, size, f);

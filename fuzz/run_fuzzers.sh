@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (AddressSanitizer + UBSan) and runs each
 # for a bounded time from a seed corpus. Exits non-zero on any crash, leak or
-# sanitizer report.   fuzz/run_fuzzers.sh [seconds per target, default 60]
+# sanitizer report.   fuzz/run_fuzzers.sh [seconds per target, default 60] [executions, default no limit]
+# Each target stops at whichever limit comes first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
+runs=${2:--1}
 command -v clang++ >/dev/null || { echo "run_fuzzers: clang++ not found (apt-get install clang)"; exit 1; }
 
 cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLENET5_FUZZ=ON \
@@ -13,7 +15,8 @@ cmake --build build-fuzz -j "$(nproc)" --target fuzz_idx fuzz_checkpoint lenet5
 
 # Seeds: valid small files of each kind, made fresh so they follow the current format.
 corpus=build-fuzz/corpus
-rm -rf "$corpus" && mkdir -p "$corpus/idx" "$corpus/checkpoint"
+rm -rf "$corpus" && mkdir -p "$corpus/idx" "$corpus/checkpoint" build-fuzz/tmp
+export TMPDIR=$PWD/build-fuzz/tmp  # where fuzz_idx writes its input file
 data=${LENET5_DATA:-data/mnist}
 python3 - "$corpus/idx" <<'PY'
 import gzip, struct, sys
@@ -30,8 +33,8 @@ PY
 status=0
 for target in idx checkpoint; do
     mkdir -p "build-fuzz/findings/$target"
-    echo "run_fuzzers: fuzz_$target for ${seconds}s"
-    if ! ./build-fuzz/fuzz_$target -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=1048576 \
+    echo "run_fuzzers: fuzz_$target for ${seconds}s or $runs executions"
+    if ! ./build-fuzz/fuzz_$target -max_total_time="$seconds" -runs="$runs" -rss_limit_mb=2048 -max_len=1048576 \
             -artifact_prefix="build-fuzz/findings/$target/" -print_final_stats=1 \
             "$corpus/$target" 2>"build-fuzz/fuzz_$target.log"; then
         status=1

@@ -1,0 +1,37 @@
+// `lenet5 --version` says what was built: each option as this build's compile
+// definitions have it, so that a bug report carries it.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "cli_runner.h"
+
+namespace {
+
+TEST(Version, ListsTheBuildOptions) {
+    const lenet5::test::CliResult r = lenet5::test::run_cli("--version");
+    ASSERT_EQ(r.status, 0) << r.err;
+#ifdef LENET5_HAVE_OPENCL
+    const std::string opencl = "OpenCL yes";
+#else
+    const std::string opencl = "OpenCL no";
+#endif
+#ifdef LENET5_HAVE_SIMD
+    const std::string simd = "SIMD avx2 avx512 (this CPU: ";
+#else
+    const std::string simd = "SIMD no";
+#endif
+#ifdef LENET5_HAVE_OPENMP
+    const std::string openmp = "OpenMP yes";
+#else
+    const std::string openmp = "OpenMP no";
+#endif
+    const size_t line = r.out.find("\nbuild: ");
+    ASSERT_NE(line, std::string::npos) << r.out;
+    const std::string build = r.out.substr(line + 1);
+    for (const std::string& part : {opencl, simd, openmp, std::string("CLBlast no"), std::string("MPI no"),
+                                    std::string("ONNX no")})
+        EXPECT_NE(build.find(part), std::string::npos) << part << " in " << build;
+}
+
+}  // namespace
