@@ -13,6 +13,9 @@
 #ifdef LENET5_HAVE_OPENCL
 #include "opencl_backend.h"
 #endif
+#ifdef LENET5_HAVE_SIMD
+#include "simd_ops.h"
+#endif
 
 using namespace lenet5;
 
@@ -81,6 +84,24 @@ int run_eval(const EvalOptions& o) {
     return 0;
 }
 
+// What this build was configured with (the compile definitions CMake sets), so that
+// a bug report says what was built.
+std::string build_options() {
+    std::string opencl = "no", simd = "no", openmp = "no";
+#ifdef LENET5_HAVE_OPENCL
+    opencl = "yes";
+#endif
+#ifdef LENET5_HAVE_SIMD
+    const std::string level = simd_level();
+    simd = "avx2 avx512 (this CPU: " + (level.empty() ? "neither" : level) + ")";
+#endif
+#ifdef LENET5_HAVE_OPENMP
+    openmp = "yes";
+#endif
+    // CLBlast, MPI and ONNX are not part of any build yet.
+    return "build: OpenCL " + opencl + ", SIMD " + simd + ", OpenMP " + openmp + ", CLBlast no, MPI no, ONNX no\n";
+}
+
 int run(const std::vector<std::string>& args) {
     const Command cmd = parse_command_line(args);
     switch (cmd.kind) {
@@ -88,7 +109,8 @@ int run(const std::vector<std::string>& args) {
         case Command::Kind::Version: {
             std::string variants;
             for (const auto& v : built_variants()) variants += (variants.empty() ? "" : " ") + v;
-            std::cout << "lenet5 " LENET5_VERSION "\nvariants: " << variants << "\ndefault: " LENET5_DEFAULT_VARIANT "\n";
+            std::cout << "lenet5 " LENET5_VERSION "\nvariants: " << variants << "\ndefault: " LENET5_DEFAULT_VARIANT "\n"
+                      << build_options();
             return 0;
         }
         case Command::Kind::Models: print_models(std::cout); return 0;
