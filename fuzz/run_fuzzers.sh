@@ -11,11 +11,12 @@ command -v clang++ >/dev/null || { echo "run_fuzzers: clang++ not found (apt-get
 
 cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLENET5_FUZZ=ON \
       -DLENET5_TESTS=OFF -DLENET5_BENCH=OFF -DLENET5_OPENCL=OFF >/dev/null
-cmake --build build-fuzz -j "$(nproc)" --target fuzz_idx fuzz_checkpoint lenet5
+cmake --build build-fuzz -j "$(nproc)" --target fuzz_idx fuzz_checkpoint fuzz_model lenet5
 
 # Seeds: valid small files of each kind, made fresh so they follow the current format.
 corpus=build-fuzz/corpus
-rm -rf "$corpus" && mkdir -p "$corpus/idx" "$corpus/checkpoint" build-fuzz/tmp
+rm -rf "$corpus" && mkdir -p "$corpus/idx" "$corpus/checkpoint" "$corpus/model" build-fuzz/tmp
+cp models/*.net "$corpus/model/"
 export TMPDIR=$PWD/build-fuzz/tmp  # where fuzz_idx writes its input file
 data=${LENET5_DATA:-data/mnist}
 python3 - "$corpus/idx" <<'PY'
@@ -31,7 +32,7 @@ PY
     --save "$corpus/checkpoint/seed.ck" >/dev/null
 
 status=0
-for target in idx checkpoint; do
+for target in idx checkpoint model; do
     mkdir -p "build-fuzz/findings/$target"
     echo "run_fuzzers: fuzz_$target for ${seconds}s or $runs executions"
     if ! ./build-fuzz/fuzz_$target -max_total_time="$seconds" -runs="$runs" -rss_limit_mb=2048 -max_len=1048576 \

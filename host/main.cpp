@@ -67,7 +67,9 @@ int run_eval(const EvalOptions& o) {
     const Checkpoint c = load_checkpoint(o.model_path);
     const Network net = checkpoint_model(c, o.model_path).net;
     auto engine = make_engine(net, o.engine);
-    const Dataset test_set = load_mnist(resolve_data_dir(o.data_dir, o.dataset), Split::Test, o.test_limit);
+    const std::string dir = resolve_data_dir(o.data_dir, o.dataset);
+    const Dataset test_set = load_mnist(dir, Split::Test, o.test_limit);
+    check_classes(net, test_set, dir);
     engine->upload(Split::Test, test_set);
     engine->set_params(c.params);
     RunInfo info;

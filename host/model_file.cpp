@@ -150,6 +150,7 @@ Shape parse_shape(const Parser& p, const std::string& text) {
         *dims[d] = static_cast<int>(p.integer("input", part, 1, d ? kMaxDim : kMaxMaps));
         start = x + 1;
     }
+    if (s.c != 1) p.fail("input: " + text + " has " + std::to_string(s.c) + " channels; the images have 1");
     if (s.h < 28 || s.w < 28) p.fail("input: " + text + " is smaller than the 28x28 images");
     return s;
 }

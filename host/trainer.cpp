@@ -1,5 +1,6 @@
 #include "trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -64,6 +65,14 @@ EvalResult evaluate(Engine& engine, const Network& net, const Dataset& test_set,
     return r;
 }
 
+void check_classes(const Network& net, const Dataset& data, const std::string& source) {
+    uint8_t top = 0;
+    for (uint8_t label : data.labels) top = std::max(top, label);
+    if (!data.labels.empty() && top >= net.classes)
+        throw Error("model " + net.name + " has " + std::to_string(net.classes) + " outputs, but " + source +
+                    " has labels up to " + std::to_string(top));
+}
+
 TrainSettings resolve_settings(const TrainOptions& o, const TrainRecipe& recipe) {
     TrainSettings s;
     s.epochs = o.epochs.value_or(recipe.epochs.value_or(s.epochs));
@@ -102,6 +111,8 @@ TrainResult train(const TrainOptions& o, const TrainObserver& observer) {
     const std::string dir = resolve_data_dir(o.data_dir, o.dataset);
     const Dataset train_set = load_mnist(dir, Split::Train, o.train_limit);
     const Dataset test_set = load_mnist(dir, Split::Test, o.test_limit);
+    check_classes(net, train_set, dir);
+    check_classes(net, test_set, dir);
     engine->upload(Split::Train, train_set);
     engine->upload(Split::Test, test_set);
     int first_epoch = 1, first_step = 0;

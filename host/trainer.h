@@ -63,6 +63,9 @@ struct EvalResult {
     std::vector<std::vector<int64_t>> confusion;  // [true digit][predicted digit]
 };
 
+// Throws Error unless `net` has an output for every label of `data` (`source` names the data).
+void check_classes(const Network& net, const Dataset& data, const std::string& source);
+
 // The settings of a run of `model` with `o`'s flags (flags first, then the model's recipe).
 TrainSettings resolve_settings(const TrainOptions& o, const TrainRecipe& recipe);
 
