@@ -1,9 +1,15 @@
 // Model files: the built-in models' shapes, the settings they carry, and a one-line error
 // with file and line for every kind of malformed file.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+
+#include "cli_runner.h"
 #include "error.h"
 #include "model_file.h"
+#include "test_support.h"
 #include "trainer.h"
 
 using namespace lenet5;
@@ -166,4 +172,77 @@ TEST(Models, ChecksThatEveryLabelHasAnOutput) {
             << e.what();
     }
     EXPECT_NO_THROW(check_classes(load_model("mlp").net, d, "data/mnist"));
+}
+
+// ---- the command line --------------------------------------------------------
+
+namespace {
+
+using lenet5::test::run_cli;
+
+// A scratch folder of this test process, removed at the end.
+struct ScratchDir {
+    std::string path = ::testing::TempDir() + "lenet5_models_" + std::to_string(::getpid());
+    ScratchDir() { std::filesystem::create_directories(path); }
+    ~ScratchDir() { std::filesystem::remove_all(path); }
+};
+
+}  // namespace
+
+TEST(ModelsCli, ListsTheBuiltInModelsWithTheirParameterCounts) {
+    const auto r = run_cli("models");
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("lenet5: 60850 parameters"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("mlp: 159010 parameters, squared loss; batch 1, lr 0.1"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("cnn: 6434634 parameters"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("P1 maxpool 32x14x14"), std::string::npos) << r.out;
+}
+
+TEST(ModelsCli, BadModelsAndDataSetsGetOneLineErrors) {
+    ScratchDir dir;
+    const std::string bad = dir.path + "/bad.net";
+    std::ofstream(bad) << "model bad\ninput 1x28x28\nfc out units=ten\n";
+    auto r = run_cli("train --variant cpu --model " + bad);
+    EXPECT_EQ(r.status, 1);
+    EXPECT_EQ(r.err, "lenet5: error: " + bad + ":3: units: 'ten' is not a whole number\n");
+    r = run_cli("train --model resnet");
+    EXPECT_EQ(r.status, 2);
+    EXPECT_NE(r.err.find("'resnet' is not a built-in model (lenet5, mlp, cnn)"), std::string::npos) << r.err;
+    r = run_cli("train --dataset cifar");
+    EXPECT_EQ(r.status, 2);
+    EXPECT_NE(r.err.find("'cifar' is not a data set (mnist, fashion)"), std::string::npos) << r.err;
+}
+
+// The MLP's recipe applies, its checkpoint carries the model to eval and --resume.
+TEST(ModelsCli, MlpTrainsSavesEvaluatesAndResumesWithItsRecipe) {
+    const std::string data = lenet5::test::mnist_dir();
+    if (data.empty()) GTEST_SKIP() << "MNIST not fetched (run data/fetch_mnist.sh)";
+    ScratchDir dir;
+    const std::string ck = dir.path + "/mlp.ck", json = dir.path + "/run.json";
+    const std::string common = " --variant cpu --data " + data + " --train-limit 3000 --test-limit 500";
+    auto r = run_cli("train --model mlp" + common + " --save " + ck + " --json " + json);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("lenet5: model mlp, variant cpu"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("batch 1, lr 0.1, momentum 0, weight decay 0"), std::string::npos) << r.out;
+    EXPECT_NE(lenet5::test::slurp(json).find("\"model\": \"mlp\""), std::string::npos);
+    r = run_cli("eval --model " + ck + " --variant cpu --data " + data + " --test-limit 500");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("(model mlp, epoch 1)"), std::string::npos) << r.out;
+    r = run_cli("train --resume " + ck + " --epochs 2" + common);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("lenet5: model mlp"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("\n    2 "), std::string::npos) << r.out;  // trained epoch 2
+    r = run_cli("train --resume " + ck + " --model lenet5 --epochs 2" + common);
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.err.find("checkpoint is for another network"), std::string::npos) << r.err;
+}
+
+TEST(ModelsCli, FashionMnistTrainsFromDebiansPackage) {
+    if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz")) {
+        if (std::getenv("LENET5_REQUIRE_MNIST")) ADD_FAILURE() << "dataset-fashion-mnist is not installed (setup.sh installs it)";
+        GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+    }
+    const auto r = run_cli("train --dataset fashion --variant cpu --epochs 1 --train-limit 500 --test-limit 200");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("500 training / 200 test images (fashion)"), std::string::npos) << r.out;
 }
