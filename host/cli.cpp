@@ -55,9 +55,10 @@ std::string help_text() {
            "              --test-limit, --dataset, --data, --json as above\n"
            "\n"
            "tune options: times training steps on random images, so it needs no data set\n"
+           "  --model M        the model to tune for, as for train (default lenet5)\n"
            "  --variant V,...  the OpenCL variants to tune (default: gpu,gpu-constant,gpu-local)\n"
            "  --device N       as above\n"
-           "  --batch B        the batch size to tune for (default 64); tune each size you train with\n"
+           "  --batch B        the batch size to tune for (default 64); tune each model and size you train with\n"
            "  --groups G,...   candidate work-group sizes (default: 32, 64, ... up to the device's limit, at most 1024)\n"
            "  --steps N        timed steps per candidate, in each of 3 runs (default 50)\n"
            "  --cache FILE     the tuning cache (default: $LENET5_TUNING, else $XDG_CACHE_HOME/lenet5/tuning.tsv,\n"
@@ -162,6 +163,9 @@ void parse_tune_option(const std::string& flag, ArgReader& r, TuneOptions& t) {
                 throw UsageError(flag + ": '" + v + "' is not an OpenCL variant (gpu, gpu-constant, gpu-local)");
             t.variants.push_back(v);
         });
+    } else if (flag == "--model") {
+        t.model = r.value(flag);
+        if (t.model.empty()) throw UsageError(flag + " needs a non-empty value");
     } else if (flag == "--device") t.device = parse_count(flag, r.value(flag), 0);
     else if (flag == "--batch") t.batch = parse_count(flag, r.value(flag), 1);
     else if (flag == "--steps") t.steps = parse_count(flag, r.value(flag), 1);

@@ -5,6 +5,7 @@
 #include <iomanip>
 #include <numeric>
 
+#include "model_file.h"
 #include "opencl_backend.h"
 #include "opencl_runtime.h"
 #include "tuning_cache.h"
@@ -47,7 +48,7 @@ double time_step(Engine& engine, const Network& net, int batch, int steps) {
 }  // namespace
 
 int run_tune(const TuneOptions& o, std::ostream& out) {
-    const Network net = lenet5_network();
+    const Network net = load_model(o.model).net;
     const OpenCLDevice device = select_opencl_device(o.device);
     std::vector<int> groups = o.groups;
     if (groups.empty()) {
@@ -59,8 +60,8 @@ int run_tune(const TuneOptions& o, std::ostream& out) {
     const std::string path = o.cache_path.empty() ? default_tuning_path() : o.cache_path;
     if (path.empty()) throw Error("no place for the tuning cache: set LENET5_TUNING, XDG_CACHE_HOME or HOME, or pass --cache");
     read_tuning(path);  // a malformed cache fails now, before the timing
-    out << "lenet5 tune: " << device.name << " [" << device.platform_name << "], driver " << device.driver << ", batch "
-        << o.batch << "\n"
+    out << "lenet5 tune: " << device.name << " [" << device.platform_name << "], driver " << device.driver << ", model "
+        << net.name << ", batch " << o.batch << "\n"
         << "  microseconds per training step (median of " << kRepeats << " runs of " << o.steps
         << " steps) for each work-group size per sample\n";
     for (const auto& variant : variants) {
@@ -82,11 +83,12 @@ int run_tune(const TuneOptions& o, std::ostream& out) {
             }
         }
         if (!best) throw Error(variant + ": no work-group size ran on " + device.name);
-        store_tuning(path, {{device.platform_name, device.name, device.driver, variant, o.batch}, best, best_us});
+        store_tuning(path, {{device.platform_name, device.name, device.driver, variant, o.batch, net.name}, best, best_us});
         out << "  fastest: " << best << " items per sample (" << std::fixed << std::setprecision(1) << best_us
             << " us per step)\n";
     }
-    out << "cached in " << path << "; `lenet5 train --batch " << o.batch << "` on this device uses it\n";
+    out << "cached in " << path << "; `lenet5 train --model " << net.name << " --batch " << o.batch
+        << "` on this device uses it\n";
     return 0;
 }
 

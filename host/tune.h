@@ -1,6 +1,7 @@
-// `lenet5 tune`: the autotuner of the OpenCL variants. For one device and batch size it times a
-// training step with each candidate work-group size per sample, prints the times, and caches the
-// fastest per variant (tuning_cache.h), which `lenet5 train` with that batch then uses.
+// `lenet5 tune`: the autotuner of the OpenCL variants. For one device, model and batch size it
+// times a training step with each candidate work-group size per sample, prints the times, and
+// caches the fastest per variant (tuning_cache.h), which `lenet5 train` of that model with that
+// batch then uses.
 #pragma once
 #include <ostream>
 #include <string>
@@ -9,6 +10,7 @@
 namespace lenet5 {
 
 struct TuneOptions {
+    std::string model = "lenet5";       // a built-in model's name or a model file
     std::vector<std::string> variants;  // empty: gpu, gpu-constant and gpu-local
     int device = -1;                    // as for train: -1 = the first GPU, else device 0
     int batch = 64;

@@ -12,8 +12,8 @@ namespace lenet5 {
 namespace {
 
 constexpr const char* kHeader =
-    "# lenet5 tune: the fastest work-group size per sample (group) for each device, driver, variant and batch\n"
-    "# platform\tdevice\tdriver\tvariant\tbatch\tgroup\tus_per_step\n";
+    "# lenet5 tune: the fastest work-group size per sample (group) for each device, driver, variant, batch and model\n"
+    "# platform\tdevice\tdriver\tvariant\tbatch\tgroup\tus_per_step\tmodel\n";
 
 std::vector<std::string> split_tabs(const std::string& line) {
     std::vector<std::string> fields;
@@ -55,9 +55,11 @@ std::vector<TuningEntry> read_tuning(const std::string& path) {
         if (line.empty() || line[0] == '#') continue;
         const auto f = split_tabs(line);
         const std::string where = "tuning cache " + path + " line " + std::to_string(number) + ": ";
-        if (f.size() != 7) throw Error(where + "expected 7 tab-separated fields, found " + std::to_string(f.size()));
-        TuningEntry e{{f[0], f[1], f[2], f[3], static_cast<int>(parse_positive(f[4]))},
+        if (f.size() != 7 && f.size() != 8)
+            throw Error(where + "expected 8 tab-separated fields, found " + std::to_string(f.size()));
+        TuningEntry e{{f[0], f[1], f[2], f[3], static_cast<int>(parse_positive(f[4])), f.size() == 8 ? f[7] : "lenet5"},
                       static_cast<int>(parse_positive(f[5])), std::strtod(f[6].c_str(), nullptr)};
+        if (e.key.model.empty()) throw Error(where + "the model is empty");
         if (e.key.batch <= 0) throw Error(where + "the batch '" + f[4] + "' is not a positive whole number");
         if (e.group <= 0 || (e.group & (e.group - 1)))
             throw Error(where + "the group '" + f[5] + "' is not a power of two");
@@ -68,7 +70,7 @@ std::vector<TuningEntry> read_tuning(const std::string& path) {
 
 void store_tuning(const std::string& path, const TuningEntry& entry) {
     const TuningKey& k = entry.key;
-    for (const std::string* s : {&k.platform, &k.device, &k.driver, &k.variant})
+    for (const std::string* s : {&k.platform, &k.device, &k.driver, &k.variant, &k.model})
         if (has_tab_or_newline(*s)) throw Error("cannot store '" + *s + "' in the tuning cache: it has a tab or newline");
     std::vector<TuningEntry> entries = read_tuning(path);
     bool replaced = false;
@@ -82,7 +84,7 @@ void store_tuning(const std::string& path, const TuningEntry& entry) {
     out << kHeader;
     for (const auto& e : entries)
         out << e.key.platform << '\t' << e.key.device << '\t' << e.key.driver << '\t' << e.key.variant << '\t'
-            << e.key.batch << '\t' << e.group << '\t' << e.us_per_step << '\n';
+            << e.key.batch << '\t' << e.group << '\t' << e.us_per_step << '\t' << e.key.model << '\n';
     const std::filesystem::path folder = std::filesystem::path(path).parent_path();
     std::error_code ec;
     if (!folder.empty()) std::filesystem::create_directories(folder, ec);

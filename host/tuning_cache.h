@@ -1,8 +1,9 @@
 // The autotuner's cache (`lenet5 tune` writes it, the OpenCL variants read it): the fastest
-// work-group size per sample measured for a device, driver, variant and batch size. A text file
-// of tab-separated lines, one per key:
-//   platform <TAB> device <TAB> driver <TAB> variant <TAB> batch <TAB> group <TAB> us_per_step
-// Lines starting with '#' are comments.
+// work-group size per sample measured for a device, driver, variant, batch size and model. A
+// text file of tab-separated lines, one per key:
+//   platform <TAB> device <TAB> driver <TAB> variant <TAB> batch <TAB> group <TAB> us_per_step <TAB> model
+// Lines starting with '#' are comments. A line without the model (the format before models
+// existed) is LeNet-5's.
 #pragma once
 #include <optional>
 #include <string>
@@ -13,9 +14,10 @@ namespace lenet5 {
 struct TuningKey {
     std::string platform, device, driver, variant;
     int batch = 0;
+    std::string model = "lenet5";  // the network's name
     bool operator==(const TuningKey& o) const {
         return platform == o.platform && device == o.device && driver == o.driver && variant == o.variant &&
-               batch == o.batch;
+               batch == o.batch && model == o.model;
     }
 };
 

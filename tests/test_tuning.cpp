@@ -50,13 +50,29 @@ TEST(TuningCache, StoresReplacesAndFindsByTheWholeKey) {
     other_driver.driver = "1.2.4";
     EXPECT_FALSE(find_tuned_group(entries, other_driver));
     EXPECT_DOUBLE_EQ(entries[0].us_per_step, 12.5);
+    TuningKey other_model = entry("gpu-local", 64, 0).key;
+    other_model.model = "mlp";
+    EXPECT_FALSE(find_tuned_group(entries, other_model));
+    store_tuning(path, {other_model, 32, 3.0});
+    EXPECT_EQ(find_tuned_group(read_tuning(path), other_model), 32);
+    EXPECT_EQ(find_tuned_group(read_tuning(path), entry("gpu-local", 64, 0).key), 1024);
+}
+
+// A cache written before models existed has 7 fields per line: LeNet-5's.
+TEST(TuningCache, SevenFieldLinesAreLenet5s) {
+    const std::string path = temp_path("old.tsv");
+    std::ofstream(path) << "Some Platform\tSome Device\t1.2.3\tgpu\t64\t256\t3.5\n";
+    const auto entries = read_tuning(path);
+    ASSERT_EQ(entries.size(), 1u);
+    EXPECT_EQ(entries[0].key.model, "lenet5");
+    EXPECT_EQ(find_tuned_group(entries, entry("gpu", 64, 0).key), 256);
 }
 
 TEST(TuningCache, MalformedLinesNameTheFileAndLine) {
     const std::string path = temp_path("bad.tsv");
     auto write = [&](const std::string& text) { std::ofstream(path) << text; };
     write("# comment\nP\tD\t1\tgpu\t64\t256\t3.5\nP\tD\t1\tgpu\t64\n");
-    expect_error_mentions(path, "line 3: expected 7 tab-separated fields, found 5");
+    expect_error_mentions(path, "line 3: expected 8 tab-separated fields, found 5");
     write("P\tD\t1\tgpu\t64\t300\t3.5\n");
     expect_error_mentions(path, "line 1: the group '300' is not a power of two");
     write("P\tD\t1\tgpu\tmany\t256\t3.5\n");
