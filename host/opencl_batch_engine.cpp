@@ -1,0 +1,544 @@
+#include "opencl_batch_engine.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <limits>
+#include <numeric>
+
+#include "opencl_kernels.h"
+#include "preprocess.h"
+
+namespace lenet5 {
+namespace {
+
+size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
+size_t floor_pow2(size_t n) {
+    size_t p = 1;
+    while (p * 2 <= n) p *= 2;
+    return p;
+}
+
+// The GEMM's tile (batch_layers.cl): GEMM_TM x GEMM_TN of C per work-group, GEMM_TK deep per
+// round, each item a GEMM_RM x GEMM_RN block.
+constexpr int kTileM = 64, kTileN = 64, kTileK = 16, kRegM = 4, kRegN = 4;
+constexpr int kGemmX = kTileN / kRegN, kGemmY = kTileM / kRegM;
+
+// batch_layers.cl's GEMM epilogues.
+constexpr int kStore = 0, kBiasAct = 1, kDelta = 2;
+
+// One file of the embedded kernel source: cmake/embed_kernels.cmake puts each after a line
+// #line 1 "name". The batch engine compiles its own files, not the per-sample kernels, which need
+// the network's #defines.
+std::string kernel_file(const std::string& name) {
+    const std::string& all = opencl_kernel_source();
+    const std::string marker = "#line 1 \"" + name + "\"\n";
+    const size_t begin = all.find(marker);
+    if (begin == std::string::npos) throw Error("the embedded OpenCL source lacks " + name);
+    const size_t end = all.find("#line 1 \"", begin + marker.size());
+    return all.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
+int as_int(size_t n) { return static_cast<int>(n); }
+
+cl::NDRange rows_of(size_t per_row, size_t rows, size_t wg) { return cl::NDRange(round_up(per_row, wg), rows); }
+
+}  // namespace
+
+OpenCLBatchEngine::OpenCLBatchEngine(Network net, MemoryVariant memory, const OpenCLDevice& device)
+    : net_(std::move(net)),
+      memory_(memory),
+      device_(device),
+      layout_(net_, cl_checked([&] {
+                  return device.device.getInfo<CL_DEVICE_MEM_BASE_ADDR_ALIGN>() / (8 * sizeof(float));
+              })) {
+    cl_checked([&] {
+        const cl::Device& dev = device_.device;
+        context_ = cl::Context(dev);
+        queue_ = cl::CommandQueue(context_, dev, CL_QUEUE_PROFILING_ENABLE);
+        const size_t limit = std::min(dev.getInfo<CL_DEVICE_MAX_WORK_GROUP_SIZE>(),
+                                      dev.getInfo<CL_DEVICE_MAX_WORK_ITEM_SIZES>()[0]);
+        wg_ = floor_pow2(std::min(size_t{256}, limit));
+        if (static_cast<size_t>(kGemmX * kGemmY) > dev.getInfo<CL_DEVICE_MAX_WORK_GROUP_SIZE>())
+            throw Error("the batch-level GEMM needs work-groups of " + std::to_string(kGemmX * kGemmY) + " items; " +
+                        device_.name + " allows " + std::to_string(limit));
+        build_program();
+
+        const size_t bytes = layout_.size() * sizeof(float);
+        params_ = cl::Buffer(context_, CL_MEM_READ_WRITE, bytes);
+        grads_ = cl::Buffer(context_, CL_MEM_READ_WRITE, bytes);
+        velocity_ = cl::Buffer(context_, CL_MEM_READ_WRITE, bytes);
+        const cl_ulong constant_limit = dev.getInfo<CL_DEVICE_MAX_CONSTANT_BUFFER_SIZE>();
+        const cl::Buffer none(context_, CL_MEM_READ_ONLY, sizeof(float));  // for layers without parameters
+        auto block = [&](const DeviceLayout::Block& b) {
+            if (b.count == 0) return none;
+            cl_buffer_region region{b.device * sizeof(float), b.count * sizeof(float)};
+            return params_.createSubBuffer(CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &region);
+        };
+        auto table = [&](const std::vector<int32_t>& v) {
+            return cl::Buffer(context_, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, v.size() * sizeof(int32_t),
+                              const_cast<int32_t*>(v.data()));
+        };
+        for (size_t k = 0; k < net_.layers.size(); ++k) {
+            const LayerSpec& l = net_.layers[k];
+            LayerData d;
+            d.weights = block(layout_.weights(k));
+            d.bias = block(layout_.bias(k));
+            const size_t param_bytes = (l.weight_count + l.bias_count) * sizeof(float);
+            const bool small_weights = l.kind == LayerKind::Conv || l.kind == LayerKind::Subsample;
+            if (memory_ == MemoryVariant::Constant && small_weights && param_bytes > constant_limit)
+                throw Error("gpu-constant: layer " + l.name + "'s parameters take " + std::to_string(param_bytes) +
+                            " bytes; " + device_.name + " allows " + std::to_string(constant_limit) +
+                            " of __constant memory (CL_DEVICE_MAX_CONSTANT_BUFFER_SIZE)");
+            d.constant_fc = memory_ == MemoryVariant::Constant && l.kind == LayerKind::FullyConnected &&
+                            param_bytes <= constant_limit;
+            if (l.kind == LayerKind::Conv) {
+                d.conn_begin = table(l.conn_begin);
+                d.conn_in = table(l.conn_in);
+                d.conn_out = table(l.conn_out);
+                // The connections that read each input map, in connection order.
+                std::vector<int32_t> in_begin(static_cast<size_t>(l.in.c) + 1, 0), in_conn;
+                for (int i = 0; i < l.in.c; ++i) {
+                    for (int j = 0; j < l.connections(); ++j)
+                        if (l.conn_in[static_cast<size_t>(j)] == i) in_conn.push_back(j);
+                    in_begin[static_cast<size_t>(i) + 1] = static_cast<int32_t>(in_conn.size());
+                }
+                d.in_begin = table(in_begin);
+                d.in_conn = table(in_conn.empty() ? std::vector<int32_t>{0} : in_conn);
+            }
+            layers_.push_back(std::move(d));
+        }
+        // The host's byte -> input conversion (preprocess.h) of all 256 byte values, as OpenCLEngine.
+        std::vector<uint8_t> all(256);
+        std::iota(all.begin(), all.end(), uint8_t{0});
+        std::vector<float> values(256);
+        image_to_input(all.data(), 1, 256, Shape{1, 1, 256}, values.data());
+        byte_values_ = cl::Buffer(context_, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, 256 * sizeof(float), values.data());
+        const size_t n = layout_.size();
+        update_ = {{kernel("batch_sgd", params_, velocity_, grads_, as_int(n), 0.0f, 0.0f, 0.0f),
+                    cl::NDRange(round_up(n, wg_)), cl::NDRange(wg_), "batch_sgd"}};
+        set_params(std::vector<float>(net_.param_count, 0.0f));
+    });
+}
+
+std::string OpenCLBatchEngine::variant() const {
+    switch (memory_) {
+        case MemoryVariant::Global: return "gpu";
+        case MemoryVariant::Constant: return "gpu-constant";
+        case MemoryVariant::Local: return "gpu-local";
+    }
+    return "gpu";
+}
+
+void OpenCLBatchEngine::build_program() {
+    const cl::Device& dev = device_.device;
+    // gpu-local stages a convolution output map's weights: the largest such set.
+    size_t conv_local = 1;
+    for (const auto& l : net_.layers)
+        if (l.kind == LayerKind::Conv)
+            for (int o = 0; o < l.out.c; ++o)
+                conv_local = std::max(conv_local, static_cast<size_t>(l.conn_begin[static_cast<size_t>(o) + 1] -
+                                                                      l.conn_begin[static_cast<size_t>(o)]) *
+                                                      static_cast<size_t>(l.kernel * l.kernel));
+    const cl_ulong local_mem = dev.getInfo<CL_DEVICE_LOCAL_MEM_SIZE>();
+    if (memory_ == MemoryVariant::Local && conv_local * sizeof(float) > local_mem)
+        throw Error("gpu-local: a convolution output map's weights take " + std::to_string(conv_local * sizeof(float)) +
+                    " bytes; " + device_.name + " has " + std::to_string(local_mem) +
+                    " of __local memory (CL_DEVICE_LOCAL_MEM_SIZE)");
+    const char* memory = memory_ == MemoryVariant::Constant ? " -DMEM_CONSTANT"
+                         : memory_ == MemoryVariant::Local  ? " -DMEM_LOCAL"
+                                                            : "";
+    // LENET5_CL_OPTIONS: extra options for the OpenCL compiler, for experiments (as OpenCLEngine).
+    const char* env = std::getenv("LENET5_CL_OPTIONS");
+    const std::string options =
+        std::string("-cl-std=CL1.2 -DLENET5_BATCH") + memory + " -DCONV_LOCAL_FLOATS=" + std::to_string(conv_local) +
+        " -DGEMM_TM=" + std::to_string(kTileM) + " -DGEMM_TN=" + std::to_string(kTileN) +
+        " -DGEMM_TK=" + std::to_string(kTileK) + " -DGEMM_RM=" + std::to_string(kRegM) +
+        " -DGEMM_RN=" + std::to_string(kRegN) + (env && *env ? std::string(" ") + env : "");
+    program_ = lenet5::build_program(context_, dev,
+                                     kernel_file("data.cl") + kernel_file("batch_layers.cl"),
+                                     options);
+}
+
+template <class... Args>
+cl::Kernel OpenCLBatchEngine::kernel(const char* name, const Args&... args) {
+    try {
+        cl::Kernel k(program_, name);
+        cl_uint index = 0;
+        (k.setArg(index++, args), ...);
+        return k;
+    } catch (const cl::Error& e) {
+        throw Error(cl_failure(e).what() + std::string(" for kernel ") + name);
+    }
+}
+
+void OpenCLBatchEngine::gemm(std::vector<Launch>& into, const std::string& name, int M, int N, int K,
+                             const cl::Buffer& A, int a_off, int a_m, int a_k, const cl::Buffer& B, int b_off, int b_k,
+                             int b_n, const cl::Buffer& C, int c_off, int c_m, int c_n, int mode, int act,
+                             const cl::Buffer& E, int e_off) {
+    const size_t tiles_n = (static_cast<size_t>(N) + kTileN - 1) / kTileN;
+    const size_t tiles_m = (static_cast<size_t>(M) + kTileM - 1) / kTileM;
+    into.push_back({kernel("gemm", M, N, K, A, a_off, a_m, a_k, B, b_off, b_k, b_n, C, c_off, c_m, c_n, mode, act, E,
+                           e_off),
+                    cl::NDRange(tiles_n * kGemmX, tiles_m * kGemmY), cl::NDRange(kGemmX, kGemmY), name});
+}
+
+// The launches of one layer for batches of `count` samples: its forward into forward_, its
+// backward (gradients, then the previous layer's delta unless it is the first) into backward_,
+// which the caller runs in reverse layer order.
+void OpenCLBatchEngine::plan_layer(size_t k, int count) {
+    const LayerSpec& l = net_.layers[k];
+    const LayerData& d = layers_[k];
+    const cl::Buffer &X = acts_[k], &Y = acts_[k + 1], &D = deltas_[k];
+    const bool first = k == 0;
+    const cl::Buffer& Dp = first ? D : deltas_[k - 1];  // not used by the first layer
+    const int in_act = first ? 0 : static_cast<int>(net_.layers[k - 1].activation);
+    const int act = static_cast<int>(l.activation);
+    const int IC = l.in.c, IH = l.in.h, IW = l.in.w, OC = l.out.c, OH = l.out.h, OW = l.out.w;
+    const int K = l.kernel, S = l.stride, P = l.pad;
+    const int w_off = as_int(layout_.weights(k).device), b_off = as_int(layout_.bias(k).device);
+    const size_t n = static_cast<size_t>(count), wg = wg_;
+    const cl::NDRange group(wg, 1);
+    std::vector<Launch> back;
+    switch (l.kind) {
+        case LayerKind::Conv: {
+            const int weights = as_int(l.weight_count);
+            forward_.push_back({kernel("conv_forward", X, Y, d.weights, d.bias, d.conn_begin, d.conn_in, IC, IH, IW, OC,
+                                       OH, OW, K, S, P, act),
+                                rows_of(OH * OW, n * OC, wg), group, l.name + " conv_forward"});
+            back.push_back({kernel("conv_partials", X, D, partials_, d.conn_out, d.conn_in, weights, IC, IH, IW, OC, OH,
+                                   OW, K, S, P),
+                            rows_of(weights + OC, n, wg), group, l.name + " conv_partials"});
+            back.push_back({kernel("sum_rows", partials_, count, weights + OC, weights, grads_, w_off, b_off),
+                            cl::NDRange(round_up(weights + OC, wg)), cl::NDRange(wg), l.name + " sum_rows"});
+            if (!first)
+                back.push_back({kernel("conv_backward_data", X, D, Dp, d.weights, d.in_begin, d.in_conn, d.conn_out, IC,
+                                       IH, IW, OC, OH, OW, K, S, P, in_act),
+                                rows_of(IH * IW, n * IC, wg), group, l.name + " conv_backward_data"});
+            break;
+        }
+        case LayerKind::Subsample:
+            forward_.push_back(
+                {kernel("subsample_forward", X, Y, d.weights, d.bias, OC, IH, IW, OH, OW, K, act),
+                 rows_of(OH * OW, n * OC, wg), group, l.name + " subsample_forward"});
+            back.push_back({kernel("subsample_partials", X, D, partials_, OC, IH, IW, OH, OW, K),
+                            rows_of(2 * OC, n, wg), group, l.name + " subsample_partials"});
+            back.push_back({kernel("sum_rows", partials_, count, 2 * OC, OC, grads_, w_off, b_off),
+                            cl::NDRange(round_up(2 * OC, wg)), cl::NDRange(wg), l.name + " sum_rows"});
+            if (!first)
+                back.push_back({kernel("subsample_backward_data", X, D, Dp, d.weights, OC, IH, IW, OH, OW, K, in_act),
+                                rows_of(IH * IW, n * IC, wg), group, l.name + " subsample_backward_data"});
+            break;
+        case LayerKind::MaxPool:
+        case LayerKind::AvgPool: {
+            const int is_max = l.kind == LayerKind::MaxPool;
+            forward_.push_back({kernel("pool_forward", X, Y, IH, IW, OH, OW, K, S, is_max, act),
+                                rows_of(OH * OW, n * OC, wg), group, l.name + " pool_forward"});
+            if (!first)
+                back.push_back({kernel("pool_backward_data", X, D, Dp, IH, IW, OH, OW, K, S, is_max, in_act),
+                                rows_of(IH * IW, n * IC, wg), group, l.name + " pool_backward_data"});
+            break;
+        }
+        case LayerKind::FullyConnected: {
+            const int I = l.in.size(), O = l.out.size();
+            if (d.constant_fc)
+                forward_.push_back({kernel("fc_forward_small", X, Y, d.weights, d.bias, count, I, O, act),
+                                    rows_of(n, static_cast<size_t>(O), wg), group, l.name + " fc_forward_small"});
+            else  // Y [count][O] = X [count][I] W^T, W [O][I]
+                gemm(forward_, l.name + " gemm forward", count, O, I, X, 0, I, 1, params_, w_off, 1, I, Y, 0, O, 1,
+                     kBiasAct, act, params_, b_off);
+            // dW [O][I] = D^T [O][count] X [count][I]: the sum over the samples in order.
+            gemm(back, l.name + " gemm weights", O, I, count, D, 0, 1, O, X, 0, I, 1, grads_, w_off, I, 1, kStore, 0,
+                 grads_, 0);
+            back.push_back({kernel("sum_rows", D, count, O, 0, grads_, 0, b_off), cl::NDRange(round_up(O, wg)),
+                            cl::NDRange(wg), l.name + " sum_rows"});
+            if (!first) {
+                if (d.constant_fc)
+                    back.push_back({kernel("fc_backward_data_small", X, D, Dp, d.weights, count, I, O, in_act),
+                                    rows_of(n, static_cast<size_t>(I), wg), group, l.name + " fc_backward_data_small"});
+                else  // Dp [count][I] = D [count][O] W [O][I], times the activation's derivative
+                    gemm(back, l.name + " gemm data", count, I, O, D, 0, O, 1, params_, w_off, I, 1, Dp, 0, I, 1,
+                         kDelta, in_act, X, 0);
+            }
+            break;
+        }
+    }
+    backward_.insert(backward_.begin(), back.begin(), back.end());
+}
+
+// Buffers (grown to `count` samples) and every launch of a step for batches of `count`. The
+// data set, its rows, first and the loss slot are set by forward().
+void OpenCLBatchEngine::plan(int count) {
+    const size_t L = net_.layers.size();
+    if (count > capacity_) {
+        const size_t n = static_cast<size_t>(count);
+        const float nan = std::numeric_limits<float>::quiet_NaN();  // what a kernel fails to write shows up
+        acts_.assign(L + 1, cl::Buffer());
+        deltas_.assign(L, cl::Buffer());
+        size_t partial = 1;
+        for (size_t k = 0; k <= L; ++k) {
+            const size_t size = n * static_cast<size_t>(k ? net_.layers[k - 1].out.size() : net_.input.size());
+            acts_[k] = cl::Buffer(context_, CL_MEM_READ_WRITE, size * sizeof(float));
+            queue_.enqueueFillBuffer(acts_[k], nan, 0, size * sizeof(float));
+            if (k == 0) continue;
+            deltas_[k - 1] = cl::Buffer(context_, CL_MEM_READ_WRITE, size * sizeof(float));
+            queue_.enqueueFillBuffer(deltas_[k - 1], nan, 0, size * sizeof(float));
+            const LayerSpec& l = net_.layers[k - 1];
+            if (l.kind == LayerKind::Conv || l.kind == LayerKind::Subsample)
+                partial = std::max(partial, l.weight_count + l.bias_count);
+        }
+        partials_ = cl::Buffer(context_, CL_MEM_READ_WRITE, n * partial * sizeof(float));
+        capacity_ = count;
+    }
+    forward_.clear();
+    backward_.clear();
+    const size_t n = static_cast<size_t>(count);
+    forward_.push_back({kernel("gather_inputs", cl::Buffer(), cl::Buffer(), 0, net_.input.size(), acts_[0]),
+                        rows_of(static_cast<size_t>(net_.input.size()), n, wg_), cl::NDRange(wg_, 1), "gather_inputs"});
+    for (size_t k = 0; k < L; ++k) plan_layer(k, count);
+    const LayerSpec& last = net_.layers.back();
+    forward_.push_back({kernel("batch_loss", acts_[L], cl::Buffer(), cl::Buffer(), 0, count, net_.classes,
+                               static_cast<int>(net_.loss == Loss::SquaredError), static_cast<int>(last.activation),
+                               1.0f / static_cast<float>(count), deltas_[L - 1], losses_, hits_, 0),
+                        cl::NDRange(round_up(n, wg_)), cl::NDRange(wg_), "batch_loss"});
+    planned_ = count;
+}
+
+void OpenCLBatchEngine::enqueue_phase(Phase phase, std::vector<Launch>& launches) {
+    Span span{{}, {}, phase};
+    for (size_t i = 0; i < launches.size(); ++i) {
+        cl::Event event;
+        const bool edge = i == 0 || i + 1 == launches.size();
+        queue_.enqueueNDRangeKernel(launches[i].kernel, cl::NullRange, launches[i].global, launches[i].local, nullptr,
+                                    profile_ || edge ? &event : nullptr);
+        if (i == 0) span.first = event;
+        if (i + 1 == launches.size()) span.last = event;
+        if (profile_) launch_events_.emplace_back(launches[i].name, event);
+    }
+    spans_.push_back(std::move(span));
+}
+
+void OpenCLBatchEngine::write(const cl::Buffer& buffer, const void* data, size_t bytes) {
+    cl::Event event;
+    queue_.enqueueWriteBuffer(buffer, CL_TRUE, 0, bytes, data, nullptr, &event);
+    spans_.push_back({event, event, Phase::Transfer});
+}
+
+void OpenCLBatchEngine::read(const cl::Buffer& buffer, void* data, size_t bytes) {
+    cl::Event event;
+    queue_.enqueueReadBuffer(buffer, CL_TRUE, 0, bytes, data, nullptr, &event);
+    spans_.push_back({event, event, Phase::Transfer});
+}
+
+void OpenCLBatchEngine::upload(Split split, const Dataset& data) {
+    cl_checked([&] {
+        const Shape& in = net_.input;
+        if (data.count <= 0) throw Error("cannot upload an empty data set");
+        if (in.c != 1 || data.rows > in.h || data.cols > in.w)
+            throw Error("images of " + std::to_string(data.rows) + "x" + std::to_string(data.cols) +
+                        " do not fit the network's input " + std::to_string(in.c) + "x" + std::to_string(in.h) + "x" +
+                        std::to_string(in.w));
+        collect_counters();  // the loss slots may be replaced below
+        SplitData& d = split == Split::Train ? train_ : test_;
+        const size_t count = static_cast<size_t>(data.count);
+        d.count = data.count;
+        // The bytes go up once and are converted on the device (data.cl, as OpenCLEngine does).
+        cl::Buffer bytes(context_, CL_MEM_READ_ONLY, data.images.size());
+        write(bytes, data.images.data(), data.images.size());
+        d.inputs = cl::Buffer(context_, CL_MEM_READ_WRITE, count * static_cast<size_t>(in.size()) * sizeof(float));
+        d.labels = cl::Buffer(context_, CL_MEM_READ_ONLY, count);
+        write(d.labels, data.labels.data(), count);
+        cl::Event converted;
+        queue_.enqueueNDRangeKernel(
+            kernel("images_to_inputs", bytes, data.rows, data.cols, byte_values_, d.inputs, in.h, in.w), cl::NullRange,
+            cl::NDRange(round_up(static_cast<size_t>(in.h * in.w), wg_), count), cl::NDRange(wg_, 1), nullptr,
+            &converted);
+        spans_.push_back({converted, converted, Phase::Transfer});
+        if (split == Split::Train) {
+            order_ = cl::Buffer(context_, CL_MEM_READ_ONLY, count * sizeof(int32_t));
+            order_set_ = false;
+        }
+        // The identity rows and the loss slots cover the larger split (a batch never exceeds it).
+        const int larger = std::max(train_.count, test_.count);
+        if (larger > slots_) {
+            slots_ = larger;
+            std::vector<int32_t> identity(static_cast<size_t>(larger));
+            std::iota(identity.begin(), identity.end(), 0);
+            identity_ = cl::Buffer(context_, CL_MEM_READ_ONLY, identity.size() * sizeof(int32_t));
+            write(identity_, identity.data(), identity.size() * sizeof(int32_t));
+            losses_ = cl::Buffer(context_, CL_MEM_READ_WRITE, identity.size() * sizeof(float));
+            hits_ = cl::Buffer(context_, CL_MEM_READ_WRITE, identity.size() * sizeof(int32_t));
+            planned_ = 0;  // the loss launch refers to the old buffers: plan again
+        }
+    });
+}
+
+void OpenCLBatchEngine::write_flat(const cl::Buffer& buffer, const std::vector<float>& values) {
+    const auto device = layout_.to_device(values);
+    write(buffer, device.data(), device.size() * sizeof(float));
+}
+
+std::vector<float> OpenCLBatchEngine::read_flat(const cl::Buffer& buffer) {
+    std::vector<float> device(layout_.size());
+    read(buffer, device.data(), device.size() * sizeof(float));
+    return layout_.to_host(device);
+}
+
+void OpenCLBatchEngine::set_params(const std::vector<float>& params) {
+    check_param_count(net_, params, "parameter buffer");
+    cl_checked([&] {
+        write_flat(params_, params);
+        queue_.enqueueFillBuffer(velocity_, 0.0f, 0, layout_.size() * sizeof(float));
+        // NaN in every gradient, so that one backward() fails to write shows up (zero in the padding,
+        // which the update reads too).
+        write_flat(grads_, std::vector<float>(net_.param_count, std::numeric_limits<float>::quiet_NaN()));
+    });
+}
+
+std::vector<float> OpenCLBatchEngine::params() {
+    return cl_checked([&] { return read_flat(params_); });
+}
+
+void OpenCLBatchEngine::set_momentum_buffer(const std::vector<float>& velocity) {
+    check_param_count(net_, velocity, "momentum buffer");
+    cl_checked([&] { write_flat(velocity_, velocity); });
+}
+
+std::vector<float> OpenCLBatchEngine::momentum_buffer() {
+    return cl_checked([&] { return read_flat(velocity_); });
+}
+
+void OpenCLBatchEngine::set_order(const std::vector<int32_t>& order) {
+    if (order.size() != static_cast<size_t>(train_.count))
+        throw Error("the training order has " + std::to_string(order.size()) + " entries, the training set " +
+                    std::to_string(train_.count) + " samples");
+    for (int32_t i : order)
+        if (i < 0 || i >= train_.count)
+            throw Error("the training order names sample " + std::to_string(i) + ", outside the training set");
+    cl_checked([&] {
+        // Non-blocking: the host copy must outlive the upload, so wait for the previous one first.
+        if (order_written_()) order_written_.wait();
+        order_host_ = order;
+        queue_.enqueueWriteBuffer(order_, CL_FALSE, 0, order.size() * sizeof(int32_t), order_host_.data(), nullptr,
+                                  &order_written_);
+        spans_.push_back({order_written_, order_written_, Phase::Transfer});
+        order_set_ = true;
+    });
+}
+
+void OpenCLBatchEngine::forward(Split split, int first, int count) {
+    const bool train = split == Split::Train;
+    const SplitData& data = train ? train_ : test_;
+    if (data.count == 0) throw Error(std::string("forward() on the ") + (train ? "training" : "test") + " set before upload()");
+    if (train && !order_set_) throw Error("forward() on the training set before set_order()");
+    if (count <= 0 || first < 0 || first + count > data.count)
+        throw Error("batch " + std::to_string(first) + "+" + std::to_string(count) + " is outside the " +
+                    (train ? "training order" : "test set"));
+    cl_checked([&] {
+        if (count != planned_) plan(count);
+        if (cursor_ + count > slots_) collect_counters();
+        const cl::Buffer& rows = train ? order_ : identity_;
+        cl::Kernel& gather = forward_.front().kernel;
+        gather.setArg(0, data.inputs);
+        gather.setArg(1, rows);
+        gather.setArg(2, first);
+        cl::Kernel& loss = forward_.back().kernel;
+        loss.setArg(1, data.labels);
+        loss.setArg(2, rows);
+        loss.setArg(3, first);
+        loss.setArg(12, cursor_);
+        enqueue_phase(Phase::Forward, forward_);
+        cursor_ += count;
+        count_ = count;
+        last_was_train_ = train;
+    });
+}
+
+void OpenCLBatchEngine::backward() {
+    if (!last_was_train_) throw Error("backward() needs a training forward() first");
+    cl_checked([&] { enqueue_phase(Phase::Backward, backward_); });
+}
+
+void OpenCLBatchEngine::update(float lr, float momentum, float weight_decay) {
+    cl_checked([&] {
+        cl::Kernel& k = update_.front().kernel;
+        k.setArg(4, lr);
+        k.setArg(5, momentum);
+        k.setArg(6, weight_decay);
+        enqueue_phase(Phase::Update, update_);
+        queue_.flush();  // hand the step to the device now, without waiting for it
+    });
+}
+
+// Reads back the per-sample losses and hits since the last collection and sums them in sample order.
+void OpenCLBatchEngine::collect_counters() {
+    if (cursor_ == 0) return;
+    const size_t n = static_cast<size_t>(cursor_);
+    std::vector<float> loss(n);
+    std::vector<int32_t> hit(n);
+    read(losses_, loss.data(), n * sizeof(float));
+    read(hits_, hit.data(), n * sizeof(int32_t));
+    for (size_t s = 0; s < n; ++s) {
+        counters_.loss_sum += loss[s];
+        counters_.correct += hit[s];
+    }
+    counters_.samples += cursor_;
+    cursor_ = 0;
+}
+
+Counters OpenCLBatchEngine::take_counters() {
+    return cl_checked([&] {
+        collect_counters();
+        const Counters c = counters_;
+        counters_ = {};
+        return c;
+    });
+}
+
+PhaseTimes OpenCLBatchEngine::take_times() {
+    return cl_checked([&] {
+        queue_.finish();
+        PhaseTimes t;
+        for (const auto& [first, last, phase] : spans_) {
+            const auto start = first.getProfilingInfo<CL_PROFILING_COMMAND_START>();
+            const auto end = last.getProfilingInfo<CL_PROFILING_COMMAND_END>();
+            const double ms = static_cast<double>(end - start) * 1e-6;
+            switch (phase) {
+                case Phase::Forward: t.forward_ms += ms; break;
+                case Phase::Backward: t.backward_ms += ms; break;
+                case Phase::Update: t.update_ms += ms; break;
+                case Phase::Transfer: t.transfer_ms += ms; break;
+            }
+        }
+        spans_.clear();
+        return t;
+    });
+}
+
+std::vector<KernelTime> OpenCLBatchEngine::take_kernel_times() {
+    return cl_checked([&] {
+        queue_.finish();
+        std::vector<KernelTime> times;
+        for (const auto& [label, event] : launch_events_) {
+            const auto start = event.getProfilingInfo<CL_PROFILING_COMMAND_START>();
+            const auto end = event.getProfilingInfo<CL_PROFILING_COMMAND_END>();
+            add_kernel_time(times, label, 1, static_cast<double>(end - start) * 1e-6);
+        }
+        launch_events_.clear();
+        return times;
+    });
+}
+
+std::vector<float> OpenCLBatchEngine::layer_output(size_t layer) {
+    if (count_ == 0) throw Error("layer_output() before forward()");
+    return cl_checked([&] {
+        std::vector<float> v(static_cast<size_t>(count_) * static_cast<size_t>(net_.layers.at(layer).out.size()));
+        read(acts_[layer + 1], v.data(), v.size() * sizeof(float));
+        return v;
+    });
+}
+
+std::vector<float> OpenCLBatchEngine::gradients() {
+    return cl_checked([&] { return read_flat(grads_); });
+}
+
+}  // namespace lenet5

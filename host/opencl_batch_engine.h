@@ -1,0 +1,130 @@
+// The batch-level OpenCL engine: for networks whose activations or weights do not fit the
+// per-sample engine's work-groups (opencl_engine.h), e.g. the seeds' CNN. Every layer is one
+// launch (or a few) per pass over the whole batch (cl_kernels/batch_layers.cl): fully connected
+// layers are GEMMs (forward, the previous layer's delta, and the weight gradient as a GEMM over
+// the samples), convolutions, pooling and subsampling direct kernels, with each sample's share of
+// their gradients added up in sample order. Everything stays on the device as in OpenCLEngine:
+// both data sets (converted once), parameters, gradients, momentum, activations and the losses.
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine.h"
+#include "opencl_engine.h"
+#include "opencl_layout.h"
+#include "opencl_runtime.h"
+
+namespace lenet5 {
+
+class OpenCLBatchEngine final : public Engine {
+public:
+    // Throws Error when the device lacks what the variant needs (gpu-constant: a convolution's
+    // or subsampling's weights larger than its __constant buffer).
+    OpenCLBatchEngine(Network net, MemoryVariant memory, const OpenCLDevice& device);
+    OpenCLBatchEngine(const OpenCLBatchEngine&) = delete;  // it owns its device state
+    OpenCLBatchEngine& operator=(const OpenCLBatchEngine&) = delete;
+
+    std::string variant() const override;
+    std::string device() const override { return device_.name + " (batch-level)"; }
+    std::string platform() const override { return device_.platform_name; }
+
+    void upload(Split split, const Dataset& data) override;
+    void set_params(const std::vector<float>& params) override;
+    std::vector<float> params() override;
+    void set_momentum_buffer(const std::vector<float>& velocity) override;
+    std::vector<float> momentum_buffer() override;
+    void set_order(const std::vector<int32_t>& order) override;
+
+    void forward(Split split, int first, int count) override;
+    void backward() override;
+    void update(float lr, float momentum, float weight_decay) override;
+
+    Counters take_counters() override;
+    PhaseTimes take_times() override;
+    void profile_kernels() override { profile_ = true; }
+    std::vector<KernelTime> take_kernel_times() override;
+
+    std::vector<float> layer_output(size_t layer) override;
+    std::vector<float> gradients() override;
+
+private:
+    enum class Phase { Forward, Backward, Update, Transfer };
+
+    struct Launch {
+        cl::Kernel kernel;
+        cl::NDRange global, local;
+        std::string name;
+    };
+
+    struct SplitData {
+        int count = 0;
+        cl::Buffer inputs;  // [count][input] floats, converted on the device
+        cl::Buffer labels;  // [count] bytes
+    };
+
+    // A layer's parameters as kernel arguments (sub-buffers, so that gpu-constant can pass them
+    // as __constant), and a convolution's connection lists.
+    struct LayerData {
+        cl::Buffer weights, bias;
+        cl::Buffer conn_begin, conn_in, conn_out;  // by output map (network.h)
+        cl::Buffer in_begin, in_conn;              // the connections that read each input map
+        bool constant_fc = false;                  // gpu-constant: a fully connected layer read as __constant
+    };
+
+    void build_program();
+    void plan(int count);
+    void plan_layer(size_t k, int count);
+    void gemm(std::vector<Launch>& into, const std::string& name, int M, int N, int K, const cl::Buffer& A, int a_off,
+              int a_m, int a_k, const cl::Buffer& B, int b_off, int b_k, int b_n, const cl::Buffer& C, int c_off,
+              int c_m, int c_n, int mode, int act, const cl::Buffer& E, int e_off);
+    void enqueue_phase(Phase phase, std::vector<Launch>& launches);
+    void write(const cl::Buffer& buffer, const void* data, size_t bytes);
+    void read(const cl::Buffer& buffer, void* data, size_t bytes);
+    void write_flat(const cl::Buffer& buffer, const std::vector<float>& values);
+    std::vector<float> read_flat(const cl::Buffer& buffer);
+    void collect_counters();
+    template <class... Args>
+    cl::Kernel kernel(const char* name, const Args&... args);
+
+    Network net_;
+    MemoryVariant memory_;
+    OpenCLDevice device_;
+    cl::Context context_;
+    cl::CommandQueue queue_;
+    cl::Program program_;
+    size_t wg_ = 0;  // work-group size of the element-wise kernels
+    DeviceLayout layout_;
+    std::vector<LayerData> layers_;
+
+    cl::Buffer params_, grads_, velocity_, byte_values_;
+    SplitData train_, test_;
+    cl::Buffer order_, identity_;  // the rows of a batch: the epoch's order, or 0, 1, 2, ... (test set)
+    std::vector<int32_t> order_host_;  // kept alive until its non-blocking upload is done
+    cl::Event order_written_;
+    bool order_set_ = false;
+
+    // acts_[0]: the batch's inputs, acts_[k + 1]: layer k's outputs; deltas_[k]: layer k's deltas;
+    // partials_: each sample's share of a convolution's or subsampling's gradients.
+    std::vector<cl::Buffer> acts_, deltas_;
+    cl::Buffer partials_;
+    int capacity_ = 0, planned_ = 0, count_ = 0;
+    bool last_was_train_ = false;
+    std::vector<Launch> forward_, backward_, update_;  // for batches of planned_ samples
+
+    // Per-sample loss and hit of every forward since the last take_counters, at slot cursor_ on.
+    cl::Buffer losses_, hits_;
+    int slots_ = 0, cursor_ = 0;
+    Counters counters_;
+
+    // Each phase's first and last command (see OpenCLEngine: events on every launch cost host time).
+    struct Span {
+        cl::Event first, last;
+        Phase phase;
+    };
+    std::vector<Span> spans_;
+    bool profile_ = false;
+    std::vector<std::pair<std::string, cl::Event>> launch_events_;
+};
+
+}  // namespace lenet5

@@ -1,0 +1,116 @@
+// The batch-level OpenCL engine (gpu, gpu-constant, gpu-local) against the cpu reference on the
+// default OpenCL device (PoCL in CI): every layer kind, activation and loss, and the choice of
+// engine per network.
+#ifdef LENET5_HAVE_OPENCL
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "engine_factory.h"
+#include "model_file.h"
+#include "opencl_batch_engine.h"
+#include "test_support.h"
+
+using namespace lenet5;
+
+namespace {
+
+MemoryVariant memory_of(const std::string& variant) {
+    return variant == "gpu" ? MemoryVariant::Global
+           : variant == "gpu-constant" ? MemoryVariant::Constant
+                                       : MemoryVariant::Local;
+}
+
+std::unique_ptr<Engine> batch_engine(const Network& net, const std::string& variant) {
+    return std::make_unique<OpenCLBatchEngine>(net, memory_of(variant), select_opencl_device(-1));
+}
+
+// The seeds' CNN with fewer maps and units: the same layer kinds at a tenth of the work.
+Network small_cnn() {
+    return NetworkBuilder("small-cnn", {1, 28, 28})
+        .conv("C1", 4, 5, Activation::ReLU, {}, 1, 2)
+        .pool("P1", LayerKind::MaxPool, 2)
+        .fully_connected("F1", 70, Activation::ReLU)
+        .fully_connected("output", 10, Activation::None)
+        .build();
+}
+
+// Everything the CNN and LeNet-5 leave out: strides, padding in a layer with a delta below it,
+// a connection table there, overlapping average and max windows, sigmoid and ReLU after a
+// subsampling, and the squared error on sigmoid outputs.
+Network odd_network() {
+    return NetworkBuilder("odd", {1, 28, 28})
+        .conv("C1", 4, 3, Activation::Tanh)
+        .conv("C2", 6, 5, Activation::Sigmoid,
+              {{1, 1, 0, 0}, {0, 1, 1, 0}, {0, 0, 1, 1}, {1, 0, 0, 1}, {1, 1, 1, 1}, {0, 1, 0, 1}}, 2, 2)
+        .pool("A3", LayerKind::AvgPool, 3, 2)
+        .subsample("S4", 2, Activation::ReLU)
+        .pool("M5", LayerKind::MaxPool, 2, 1)
+        .fully_connected("F6", 10, Activation::Sigmoid)
+        .loss(Loss::SquaredError)
+        .build();
+}
+
+class BatchVariant : public ::testing::TestWithParam<std::string> {};
+
+}  // namespace
+
+TEST_P(BatchVariant, MatchesCpuOnTheCnn) {
+    const Network net = load_model("cnn").net;
+    auto engine = batch_engine(net, GetParam());
+    EXPECT_EQ(engine->variant(), GetParam());
+    test::expect_matches_cpu(*engine, net, 3);
+}
+
+// 70 samples cross the GEMM's 64-row tiles; the 2 after them use buffers planned for more.
+TEST_P(BatchVariant, MatchesCpuOnASmallCnnAtBatchSizes1To70) {
+    const Network net = small_cnn();
+    auto engine = batch_engine(net, GetParam());
+    for (int batch : {1, 70, 2}) test::expect_matches_cpu(*engine, net, batch);
+}
+
+TEST_P(BatchVariant, MatchesCpuOnLeNet5AndTheMlp) {
+    for (const char* model : {"lenet5", "mlp"}) {
+        const Network net = load_model(model).net;
+        auto engine = batch_engine(net, GetParam());
+        test::expect_matches_cpu(*engine, net, 5);
+    }
+}
+
+TEST_P(BatchVariant, MatchesCpuWithStridesPaddingPoolingSigmoidAndSquaredError) {
+    const Network net = odd_network();
+    auto engine = batch_engine(net, GetParam());
+    test::expect_matches_cpu(*engine, net, 3);
+}
+
+// The batch's gradients are summed in a fixed order: the same step twice gives the same bits.
+TEST_P(BatchVariant, SameSeedSameBits) {
+    const Network net = small_cnn();
+    const Dataset data = random_dataset(20, 5);
+    test::StepRecord runs[2];
+    for (auto& r : runs) {
+        auto engine = batch_engine(net, GetParam());
+        r = test::record_step(*engine, net, data, 9, 3);
+    }
+    EXPECT_EQ(runs[0].gradients, runs[1].gradients);
+    EXPECT_EQ(runs[0].params_after, runs[1].params_after);
+    EXPECT_EQ(runs[0].loss, runs[1].loss);
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, BatchVariant, ::testing::Values("gpu", "gpu-constant", "gpu-local"),
+                         [](const ::testing::TestParamInfo<std::string>& param) {
+                             std::string name = param.param;
+                             std::replace(name.begin(), name.end(), '-', '_');
+                             return name;
+                         });
+
+// The CNN's activations and weights do not fit the per-sample engine: the factory picks the
+// batch-level one and says so; LeNet-5 keeps the per-sample engine.
+TEST(OpenCLPath, TheCnnTakesTheBatchLevelEngineAndLeNet5ThePerSampleOne) {
+    EngineRequest request;
+    request.variant = "gpu-local";
+    EXPECT_NE(make_engine(load_model("cnn").net, request)->device().find("(batch-level)"), std::string::npos);
+    EXPECT_EQ(make_engine(lenet5_network(), request)->device().find("(batch-level)"), std::string::npos);
+}
+
+#endif  // LENET5_HAVE_OPENCL
