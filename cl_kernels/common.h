@@ -63,11 +63,33 @@
 
 #define ACT_NONE 0
 #define ACT_TANH 1
+#define ACT_SIGMOID 2
+#define ACT_RELU 3
 
-inline float activate(int act, float x) { return act == ACT_TANH ? tanh(x) : x; }
+// act is a literal at every call, so each call compiles to its one case.
+inline float activate(int act, float x) {
+    return act == ACT_TANH      ? tanh(x)
+           : act == ACT_SIGMOID ? 1.0f / (1.0f + exp(-x))
+           : act == ACT_RELU    ? (x > 0.0f ? x : 0.0f)
+                                : x;
+}
 
 // The activation's derivative, from its output y.
-inline float activation_grad(int act, float y) { return act == ACT_TANH ? 1.0f - y * y : 1.0f; }
+inline float activation_grad(int act, float y) {
+    return act == ACT_TANH      ? 1.0f - y * y
+           : act == ACT_SIGMOID ? y * (1.0f - y)
+           : act == ACT_RELU    ? (y > 0.0f ? 1.0f : 0.0f)
+                                : 1.0f;
+}
+
+// SGD with momentum and L2 weight decay on parameter i, whose gradient is g:
+// v = momentum*v + g + weight_decay*p; p -= lr*v (update.cl's sgd_momentum, step.cl's gradients_sgd).
+inline void sgd_step(__global float* params, __global float* velocity, int i, float g, float lr, float momentum,
+                     float weight_decay) {
+    const float v = momentum * velocity[i] + (g + weight_decay * params[i]);
+    velocity[i] = v;
+    params[i] -= lr * v;
+}
 
 // Copies n floats from __global memory to the work area (or to __local parameters), spread over
 // the group's items. The caller synchronises before reading them.

@@ -2,7 +2,7 @@
 // (compiled after common.h). step.cl's kernels call them in the network's order, with every shape
 // and offset a literal (host/opencl_program.cpp writes the calls), so each loop bound is known to
 // the compiler. Every function is called by all SG items with the same arguments and ends with
-// SYNC(), so the next layer reads what it wrote (softmax_loss, always the last, need not).
+// SYNC(), so the next layer reads what it wrote (the loss functions, always last, need not).
 //
 // SCRATCH pointers point into the group's work area, __global ones into the sample's rows of the
 // batch's activations and deltas ([count][ACT_FLOATS] each), which the backward kernel, the
@@ -109,16 +109,38 @@ inline void fc_forward(SCRATCH const float* x, __global const float* W, __global
 inline void softmax_loss(SCRATCH const float* z, int O, int label, float scale, __global float* delta,
                          __global float* loss, __global int* hit) {
     const int lid = (int)get_local_id(0);
-    if (lid >= O) return;
-    int best = 0;
-    for (int k = 1; k < O; ++k)
-        if (z[k] > z[best]) best = k;
-    const float mx = z[best];
-    float total = 0.0f;
-    for (int k = 0; k < O; ++k) total += exp(z[k] - mx);
-    for (int o = lid; o < O; o += SG) delta[o] = scale * (exp(z[o] - mx) / total - (o == label ? 1.0f : 0.0f));
+    if (lid < O) {  // no early return: step.cl's step_samples runs the backward pass after this
+        int best = 0;
+        for (int k = 1; k < O; ++k)
+            if (z[k] > z[best]) best = k;
+        const float mx = z[best];
+        float total = 0.0f;
+        for (int k = 0; k < O; ++k) total += exp(z[k] - mx);
+        for (int o = lid; o < O; o += SG) delta[o] = scale * (exp(z[o] - mx) / total - (o == label ? 1.0f : 0.0f));
+        if (lid == 0) {
+            *loss = log(total) - (z[label] - mx);
+            *hit = best == label;
+        }
+    }
+}
+
+// The squared error 0.5 * sum (y - t)^2 of the outputs y [O] (after the last layer's activation
+// act) against the one-hot label t: delta = scale * (y - t) * act'(y), the loss (summed in output
+// order by one item, as the host does) and the hit (1 when the first arg-max is the label).
+inline void squared_loss(SCRATCH const float* y, int O, int act, int label, float scale, __global float* delta,
+                         __global float* loss, __global int* hit) {
+    const int lid = (int)get_local_id(0);
+    for (int o = lid; o < O; o += SG)
+        delta[o] = scale * (y[o] - (o == label ? 1.0f : 0.0f)) * activation_grad(act, y[o]);
     if (lid == 0) {
-        *loss = log(total) - (z[label] - mx);
+        int best = 0;
+        float total = 0.0f;
+        for (int k = 0; k < O; ++k) {
+            if (y[k] > y[best]) best = k;
+            const float e = y[k] - (k == label ? 1.0f : 0.0f);
+            total += 0.5f * e * e;
+        }
+        *loss = total;
         *hit = best == label;
     }
 }

@@ -1,8 +1,9 @@
 // A training step's kernels (compiled after sample_layers.cl): forward_samples and
 // backward_samples run one work-group of SG items per sample, through every layer; gradients
 // adds the samples' contributions up into each parameter's gradient; update.cl's sgd_momentum
-// follows. The NETWORK_ macros are the network's layers as calls, written by the host
-// (host/opencl_program.cpp) from the names declared here.
+// follows. At batch 1 a training step is two launches instead: step_samples (forward and backward)
+// and gradients_sgd (gradients and update). The NETWORK_ macros are the network's layers as calls,
+// written by the host (host/opencl_program.cpp) from the names declared here.
 //
 // The batch's sample s is data set row rows[first + s]. Its activations act = acts + s*ACT_FLOATS
 // hold the input at 0, then every layer's output; its deltas (same offsets) each layer's delta.
@@ -34,6 +35,21 @@
 #define PAIR_PARAMETERS(run_params) WEIGHTS const float* pp = run_params
 #endif
 
+// Sample s's forward, up to its first layer: the names NETWORK_FORWARD uses, its input copied in.
+#define FORWARD_PROLOGUE(work_floats)                                                   \
+    const int s = (int)get_group_id(0);                                                 \
+    const size_t row = (size_t)rows[first + s];                                         \
+    __global float* act = acts + (size_t)s * ACT_FLOATS;                                \
+    __global float* delta = deltas + (size_t)s * ACT_FLOATS;                            \
+    WORK_AREA(work_floats);                                                             \
+    PAIR_PARAMETERS(run_params);                                                        \
+    const int label = labels[row];                                                      \
+    loss += slot + s;                                                                   \
+    hit += slot + s;                                                                    \
+    __global const float* input = inputs + row * INPUT_FLOATS;                          \
+    for (int e = (int)get_local_id(0); e < INPUT_FLOATS; e += SG) work[e] = act[e] = input[e]; \
+    SYNC()
+
 // Forward over the batch, one group per sample: every layer's output, the loss and the hit (at
 // loss[slot + s], hit[slot + s]) and the output's delta (scale = 1/count).
 // NDRange (count * SG), work-group SG.
@@ -41,18 +57,7 @@ __kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void forward_samples(
     __global const float* inputs, __global const uchar* labels, __global const int* rows, int first, float scale,
     __global float* acts, __global float* deltas, __global float* loss, __global int* hit, int slot,
     __global const float* params, WEIGHTS const float* run_params WORK_ARG) {
-    const int s = (int)get_group_id(0);
-    const size_t row = (size_t)rows[first + s];
-    __global float* act = acts + (size_t)s * ACT_FLOATS;
-    __global float* delta = deltas + (size_t)s * ACT_FLOATS;
-    WORK_AREA(FORWARD_WORK);
-    PAIR_PARAMETERS(run_params);
-    const int label = labels[row];
-    loss += slot + s;
-    hit += slot + s;
-    __global const float* input = inputs + row * INPUT_FLOATS;
-    for (int e = (int)get_local_id(0); e < INPUT_FLOATS; e += SG) work[e] = act[e] = input[e];
-    SYNC();
+    FORWARD_PROLOGUE(FORWARD_WORK);
     NETWORK_FORWARD
 }
 
@@ -69,6 +74,21 @@ __kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void backward_samples(
     __global float* part = partials + (size_t)s * RUN_FLOATS;
     WORK_AREA(BACKWARD_WORK);
     PAIR_PARAMETERS(run_params);
+    NETWORK_BACKWARD
+}
+
+// A training step's forward and backward in one launch (the engine's batch-1 step, where a launch
+// costs more than a sample's work): forward_samples's arguments, then backward_samples's partials.
+// The work area is shared: the backward only starts after the whole forward (and its loss).
+// NDRange (count * SG), work-group SG.
+__kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void step_samples(
+    __global const float* inputs, __global const uchar* labels, __global const int* rows, int first, float scale,
+    __global float* acts, __global float* deltas, __global float* loss, __global int* hit, int slot,
+    __global const float* params, WEIGHTS const float* run_params, __global float* partials WORK_ARG) {
+    FORWARD_PROLOGUE(FORWARD_WORK > BACKWARD_WORK ? FORWARD_WORK : BACKWARD_WORK);
+    __global float* part = partials + (size_t)s * RUN_FLOATS;
+    NETWORK_FORWARD
+    SYNC();
     NETWORK_BACKWARD
 }
 
@@ -122,4 +142,19 @@ __kernel __attribute__((reqd_work_group_size(GRAD_PARAMS * GRAD_LANES, 1, 1))) v
     if (lane > 0 || p >= PARAM_FLOATS) return;
     for (int l = 1; l < GRAD_LANES; ++l) g += sums[l * GRAD_PARAMS + q];
     grads[p] = g;
+}
+
+// Batch 1: a parameter's gradient is its one sample's term, so one item per parameter computes it,
+// stores it and applies the update (sgd_momentum's arithmetic, the gradient from a register):
+// gradients and sgd_momentum in one launch, with the same results.
+// NDRange (round_up(PARAM_FLOATS, WG)): one item per parameter.
+__kernel void gradients_sgd(__global const float* acts, __global const float* deltas, __global const float* partials,
+                            __global float* grads, __global float* params, __global float* velocity, float lr,
+                            float momentum, float weight_decay) {
+    const int p = (int)get_global_id(0), count = 1, lane = 0;
+    if (p >= PARAM_FLOATS) return;
+    float g = 0.0f;
+    NETWORK_GRADIENTS
+    grads[p] = g;
+    sgd_step(params, velocity, p, g, lr, momentum, weight_decay);
 }

@@ -27,6 +27,9 @@ size_t sub_buffer_align(const cl::Device& device) {
 // row's weights are read by neighbouring items.
 constexpr int kLanes = 32;
 
+// A batch-1 training step's phases are timed once in this many steps.
+constexpr int kTimeEvery = 16;
+
 }  // namespace
 
 OpenCLEngine::OpenCLEngine(Network net, MemoryVariant memory, const OpenCLDevice& device, int group,
@@ -103,7 +106,7 @@ void OpenCLEngine::build_program(int group) {
                                  static_cast<int>(wg_ / grad_params_));
         program_ = lenet5::build_program(context_, dev, sample_.source + opencl_kernel_source(), options);
         size_t allowed = std::numeric_limits<size_t>::max();
-        for (const char* name : {"forward_samples", "backward_samples"})
+        for (const char* name : {"forward_samples", "backward_samples", "step_samples"})
             allowed = std::min(allowed, cl::Kernel(program_, name).getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(dev));
         if (allowed >= static_cast<size_t>(group)) break;
         // NVIDIA's driver reports 256 for every kernel, even a trivial one, yet runs the larger
@@ -112,7 +115,7 @@ void OpenCLEngine::build_program(int group) {
         group = static_cast<int>(floor_pow2(allowed));
     }
     group_ = static_cast<size_t>(group);
-    for (const char* name : {"forward_samples", "backward_samples"}) check_local_memory(cl::Kernel(program_, name));
+    for (const char* name : {"forward_samples", "backward_samples", "step_samples"}) check_local_memory(cl::Kernel(program_, name));
     if (memory_ != MemoryVariant::Constant) return;
     const size_t bytes = sample_.run_floats * sizeof(float);
     const cl_ulong limit = dev.getInfo<CL_DEVICE_MAX_CONSTANT_BUFFER_SIZE>();
@@ -156,9 +159,13 @@ void OpenCLEngine::plan_batch(int capacity) {
                 true, 0, -1, "forward_samples"};
     backward_ = {kernel("backward_samples", acts_, deltas_, partials_, params_, run_params_), true, 0, -1,
                  "backward_samples"};
+    step_ = {kernel("step_samples", cl::Buffer(), cl::Buffer(), cl::Buffer(), 0, 1.0f, acts_, deltas_, losses_, hits_, 0,
+                    params_, run_params_, partials_),
+             true, 0, -1, "step_samples"};
     if (!local) {
         forward_.kernel.setArg(12, work_);
         backward_.kernel.setArg(5, work_);
+        step_.kernel.setArg(13, work_);
     }
     // One work-group of wg_ items per grad_params_ parameters.
     gradients_ = {kernel("gradients", acts_, deltas_, partials_, 0, grads_), false,
@@ -167,6 +174,9 @@ void OpenCLEngine::plan_batch(int capacity) {
         sums_ = cl::Buffer(context_, CL_MEM_READ_WRITE, gradients_.global * sizeof(float));
         gradients_.kernel.setArg(5, sums_);
     }
+    // The learning rate and momentum are set by update().
+    gradients_sgd_ = {kernel("gradients_sgd", acts_, deltas_, partials_, grads_, params_, velocity_, 0.0f, 0.0f, 0.0f),
+                      false, layout_.size(), -1, "gradients_sgd"};
 }
 
 // Fails clearly, before any launch, when a per-sample kernel's work area does not fit.
@@ -186,16 +196,16 @@ void OpenCLEngine::enqueue(Launch& launch, int count, cl::Event* event) {
 }
 
 void OpenCLEngine::enqueue_phase(Phase phase, const std::vector<Launch*>& launches, int count) {
-    Span span{{}, {}, phase};
+    Span span{{}, {}, phase, sampled_};
     for (size_t i = 0; i < launches.size(); ++i) {
         cl::Event event;
-        const bool edge = i == 0 || i + 1 == launches.size();
+        const bool edge = timed_ && (i == 0 || i + 1 == launches.size());
         enqueue(*launches[i], count, profile_ || edge ? &event : nullptr);
         if (i == 0) span.first = event;
         if (i + 1 == launches.size()) span.last = event;
         if (profile_) launch_events_.emplace_back(launches[i]->name, event);
     }
-    spans_.push_back(std::move(span));
+    if (timed_) spans_.push_back(std::move(span));
 }
 
 void OpenCLEngine::write(const cl::Buffer& buffer, const void* data, size_t bytes) {
@@ -273,6 +283,7 @@ std::vector<float> OpenCLEngine::read_flat(const cl::Buffer& buffer) {
 
 void OpenCLEngine::set_params(const std::vector<float>& params) {
     check_param_count(net_, params, "parameter buffer");
+    gradients_pending_ = false;  // poisoned below, as after any set_params
     cl_checked([&] {
         write_flat(params_, params);
         queue_.enqueueFillBuffer(velocity_, 0.0f, 0, layout_.size() * sizeof(float));
@@ -321,16 +332,25 @@ void OpenCLEngine::forward(Split split, int first, int count) {
         throw Error("batch " + std::to_string(first) + "+" + std::to_string(count) + " is outside the " +
                     (train ? "training order" : "test set"));
     cl_checked([&] {
+        compute_pending_gradients();  // from the activations this forward replaces
         if (count > capacity_) plan_batch(count);
         if (cursor_ + count > slots_) collect_counters();
-        cl::Kernel& k = forward_.kernel;
+        const bool batch1 = train && count == 1;
+        sampled_ = batch1;
+        timed_ = !batch1 || sampled_steps_ % kTimeEvery == 0;
+        if (batch1) {
+            ++sampled_steps_;
+            if (timed_) ++sampled_timed_;
+        }
+        Launch& launch = batch1 ? step_ : forward_;  // the same first arguments
+        cl::Kernel& k = launch.kernel;
         k.setArg(0, data.inputs);
         k.setArg(1, data.labels);
         k.setArg(2, train ? order_ : identity_);
         k.setArg(3, first);
         k.setArg(4, 1.0f / static_cast<float>(count));
         k.setArg(9, cursor_);
-        enqueue_phase(Phase::Forward, {&forward_}, count);
+        enqueue_phase(Phase::Forward, {&launch}, count);
         cursor_ += count;
         count_ = count;
         last_was_train_ = train;
@@ -339,15 +359,29 @@ void OpenCLEngine::forward(Split split, int first, int count) {
 
 void OpenCLEngine::backward() {
     if (!last_was_train_) throw Error("backward() needs a training forward() first");
+    if (count_ == 1) {  // step_samples ran the backward; the gradients come with the update
+        gradients_pending_ = true;
+        return;
+    }
     cl_checked([&] { enqueue_phase(Phase::Backward, {&backward_, &gradients_}, count_); });
+}
+
+// A batch-1 step's gradients, when something needs them before update() (which computes them itself).
+void OpenCLEngine::compute_pending_gradients() {
+    if (!gradients_pending_) return;
+    gradients_pending_ = false;
+    enqueue_phase(Phase::Backward, {&gradients_}, 1);
 }
 
 void OpenCLEngine::update(float lr, float momentum, float weight_decay) {
     cl_checked([&] {
-        update_.kernel.setArg(4, lr);
-        update_.kernel.setArg(5, momentum);
-        update_.kernel.setArg(6, weight_decay);
-        enqueue_phase(Phase::Update, {&update_}, 0);
+        Launch& launch = gradients_pending_ ? gradients_sgd_ : update_;
+        const cl_uint at = gradients_pending_ ? 6 : 4;  // where lr, momentum and weight decay go
+        launch.kernel.setArg(at, lr);
+        launch.kernel.setArg(at + 1, momentum);
+        launch.kernel.setArg(at + 2, weight_decay);
+        gradients_pending_ = false;
+        enqueue_phase(Phase::Update, {&launch}, 0);
         queue_.flush();  // hand the step to the device now, without waiting for it
     });
 }
@@ -382,10 +416,13 @@ PhaseTimes OpenCLEngine::take_times() {
     return cl_checked([&] {
         queue_.finish();
         PhaseTimes t;
-        for (const auto& [first, last, phase] : spans_) {
+        // A timed batch-1 step stands for the steps around it that were not.
+        const double scale = sampled_timed_ ? static_cast<double>(sampled_steps_) / sampled_timed_ : 1.0;
+        sampled_steps_ = sampled_timed_ = 0;
+        for (const auto& [first, last, phase, sampled] : spans_) {
             const auto start = first.getProfilingInfo<CL_PROFILING_COMMAND_START>();
             const auto end = last.getProfilingInfo<CL_PROFILING_COMMAND_END>();
-            const double ms = static_cast<double>(end - start) * 1e-6;
+            const double ms = static_cast<double>(end - start) * 1e-6 * (sampled ? scale : 1.0);
             switch (phase) {
                 case Phase::Forward: t.forward_ms += ms; break;
                 case Phase::Backward: t.backward_ms += ms; break;
@@ -428,7 +465,10 @@ std::vector<float> OpenCLEngine::layer_output(size_t layer) {
 }
 
 std::vector<float> OpenCLEngine::gradients() {
-    return cl_checked([&] { return read_flat(grads_); });
+    return cl_checked([&] {
+        compute_pending_gradients();
+        return read_flat(grads_);
+    });
 }
 
 }  // namespace lenet5

@@ -5,6 +5,13 @@
 // opencl_program.cpp); then one launch adds the samples' contributions up into the gradients,
 // and one updates the parameters. Per epoch only the order goes up and the per-sample losses
 // and hits come back.
+//
+// At batch 1 (seed 004's recipe) the launches cost more than the work, so a step is two:
+// forward(Train) runs the backward too (step_samples, timed as the forward phase), and update()
+// computes the gradients as it applies them (gradients_sgd, timed as the update phase), unless
+// something needs them first (gradients(), the next forward). The results are the same. The
+// phases of one batch-1 step in kTimeEvery carry events (they cost host time per launch), and
+// take_times scales them up to all the steps.
 #pragma once
 #include <string>
 #include <utility>
@@ -90,6 +97,7 @@ private:
     void read(const cl::Buffer& buffer, void* data, size_t bytes);
     void poison_activations();
     void collect_counters();
+    void compute_pending_gradients();
     template <class... Args>
     cl::Kernel kernel(const char* name, const Args&... args);
 
@@ -110,6 +118,8 @@ private:
     cl::Buffer params_, grads_, velocity_, byte_values_;
     cl::Buffer run_params_;  // the pairs' parameters: a sub-buffer of params_ (__constant for gpu-constant)
     Launch forward_, backward_, gradients_, update_;
+    Launch step_, gradients_sgd_;  // batch 1: forward + backward, and gradients + update
+    bool gradients_pending_ = false;  // a batch-1 backward() left its gradients to update()
 
     SplitData train_, test_;
     cl::Buffer order_, identity_;  // the rows of a batch: the epoch's order, or 0, 1, 2, ... (test set)
@@ -137,8 +147,12 @@ private:
     struct Span {
         cl::Event first, last;
         Phase phase;
+        bool sampled = false;  // a timed batch-1 step's: it stands for several steps
     };
     std::vector<Span> spans_;
+    bool timed_ = true;    // whether this step's launches get events
+    bool sampled_ = false;  // whether this step is a batch-1 training step (timed one in kTimeEvery)
+    int sampled_steps_ = 0, sampled_timed_ = 0;  // batch-1 training steps since take_times, and timed ones
     // profile_kernels(): every launch's event, by label, until take_kernel_times.
     bool profile_ = false;
     std::vector<std::pair<std::string, cl::Event>> launch_events_;

@@ -16,7 +16,56 @@ bool conv_is_fc(const LayerSpec& l) {
            l.connections() == l.in.c * l.out.c;
 }
 
-const char* act_name(Activation a) { return a == Activation::Tanh ? "ACT_TANH" : "ACT_NONE"; }
+const char* act_name(Activation a) {
+    switch (a) {
+        case Activation::Tanh: return "ACT_TANH";
+        case Activation::Sigmoid: return "ACT_SIGMOID";
+        case Activation::ReLU: return "ACT_RELU";
+        case Activation::None: break;
+    }
+    return "ACT_NONE";
+}
+
+// Which layers start a convolution + subsampling pair (pair_conv) and where the fully connected
+// layers begin (pairs_end), or why the per-sample kernels cannot run the network.
+struct Pairs {
+    std::vector<bool> pair_conv;
+    size_t pairs_end = 0;
+    std::string refusal;  // empty when the network fits
+};
+
+Pairs find_pairs(const Network& net) {
+    const auto& layers = net.layers;
+    const size_t L = layers.size();
+    Pairs r{std::vector<bool>(L, false), 0, ""};
+    for (size_t k = 0; k < L; ++k) {
+        const LayerSpec& l = layers[k];
+        if (l.kind == LayerKind::MaxPool || l.kind == LayerKind::AvgPool)
+            return {{}, 0, "the per-sample OpenCL kernels have no pooling layers; layer " + l.name + " is one"};
+        if (l.kind == LayerKind::Conv && (l.stride != 1 || l.pad))
+            return {{}, 0, "the per-sample OpenCL kernels support convolutions of stride 1 without padding; layer " +
+                               l.name + " has another"};
+        const bool pair = l.kind == LayerKind::Conv && k + 1 < L && layers[k + 1].kind == LayerKind::Subsample;
+        if (pair) {
+            if (k != r.pairs_end)
+                return {{}, 0, "the per-sample OpenCL kernels need the convolution + subsampling pairs before the fully "
+                               "connected layers; layer " + l.name + " comes after one"};
+            r.pair_conv[k] = true;
+            r.pairs_end = k + 2;
+            ++k;
+        } else if (l.kind != LayerKind::FullyConnected && !conv_is_fc(l)) {
+            return {{}, 0, "the per-sample OpenCL kernels run each convolution fused with the subsampling after it; "
+                           "layer " + l.name + " is not part of such a pair"};
+        }
+    }
+    const LayerSpec& last = layers.back();
+    if (r.pairs_end == L)
+        return {{}, 0, "the per-sample OpenCL kernels need the last layer (" + last.name + ") to be fully connected"};
+    if (net.loss == Loss::SoftmaxCrossEntropy && last.activation != Activation::None)
+        return {{}, 0, "the per-sample OpenCL kernels need the last layer (" + last.name +
+                           ") without activation: it is fused with the softmax"};
+    return r;
+}
 
 std::string table(const std::string& name, const std::vector<int32_t>& values) {
     std::ostringstream s;
@@ -38,43 +87,17 @@ struct Area {
 
 }  // namespace
 
+std::string sample_refusal(const Network& net) { return find_pairs(net).refusal; }
+
 SampleProgram sample_program(const Network& net, const DeviceLayout& layout, int group, int lanes, int grad_params,
                              int grad_lanes) {
     const auto& layers = net.layers;
     const size_t L = layers.size();
-    if (net.loss != Loss::SoftmaxCrossEntropy)
-        throw Error("the OpenCL variants train with the softmax loss only; this network uses " +
-                    std::string(loss_name(net.loss)));
-    for (const LayerSpec& l : layers) {
-        if (l.activation != Activation::Tanh && l.activation != Activation::None)
-            throw Error("the OpenCL variants support the activations tanh and none; layer " + l.name + " uses " +
-                        activation_name(l.activation));
-        if (l.stride != (l.kind == LayerKind::Subsample ? l.kernel : 1) || l.pad)
-            throw Error("the OpenCL variants support convolutions of stride 1 without padding; layer " + l.name +
-                        " has another");
-    }
-    // Which layers are pairs (conv k, subsample k + 1) and which fully connected; pairs come first.
-    std::vector<bool> pair_conv(L, false);
-    size_t pairs_end = 0;  // the first fully connected layer
-    for (size_t k = 0; k < L; ++k) {
-        const LayerSpec& l = layers[k];
-        const bool pair = l.kind == LayerKind::Conv && k + 1 < L && layers[k + 1].kind == LayerKind::Subsample;
-        if (pair) {
-            if (k != pairs_end)
-                throw Error("the OpenCL variants need the convolution + subsampling pairs before the fully connected "
-                            "layers; layer " + l.name + " comes after one");
-            pair_conv[k] = true;
-            pairs_end = k + 2;
-            ++k;
-        } else if (l.kind != LayerKind::FullyConnected && !conv_is_fc(l)) {
-            throw Error("the OpenCL variants run each convolution fused with the subsampling after it; layer " + l.name +
-                        " is not part of such a pair");
-        }
-    }
+    const Pairs pairs = find_pairs(net);
+    if (!pairs.refusal.empty()) throw Error(pairs.refusal);
+    const std::vector<bool>& pair_conv = pairs.pair_conv;
+    const size_t pairs_end = pairs.pairs_end;
     const LayerSpec& last = layers.back();
-    if (pairs_end == L || last.activation != Activation::None)
-        throw Error("the OpenCL variants need the last layer (" + last.name +
-                    ") to be fully connected without activation: it is fused with the softmax");
 
     SampleProgram p;
     const size_t G = static_cast<size_t>(group);
@@ -175,8 +198,12 @@ SampleProgram sample_program(const Network& net, const DeviceLayout& layout, int
                << ", work + " << part_at << ", work + " << fwd_out[k] << ", act + " << p.output_at[k] << "); \\\n";
         }
     }
-    fw << "    softmax_loss(work + " << fwd_out[L - 1] << ", " << last.out.size() << ", label, scale, delta + "
-       << p.output_at[L - 1] << ", loss, hit);\n";
+    if (net.loss == Loss::SoftmaxCrossEntropy)
+        fw << "    softmax_loss(work + " << fwd_out[L - 1] << ", " << last.out.size() << ", label, scale, delta + "
+           << p.output_at[L - 1] << ", loss, hit);\n";
+    else
+        fw << "    squared_loss(work + " << fwd_out[L - 1] << ", " << last.out.size() << ", "
+           << act_name(last.activation) << ", label, scale, delta + " << p.output_at[L - 1] << ", loss, hit);\n";
     s << "#define NETWORK_FORWARD \\\n" << fw.str();
 
     std::ostringstream bw;

@@ -3,10 +3,11 @@
 // shapes and offsets as literals, and the convolutions' connection lists as __constant tables.
 // The compiler then sees every loop bound, and one kernel runs a sample through the whole network.
 //
-// The OpenCL variants run networks of this form: convolution + subsampling pairs (each
-// convolution directly followed by a subsampling), then fully connected layers (a convolution
-// whose window covers its whole input and that reads every input map counts as one), the last
-// without activation (it is fused with the softmax cross-entropy).
+// The per-sample kernels run networks of this form: convolution + subsampling pairs (each
+// convolution, of stride 1 without padding, directly followed by a subsampling), if any, then
+// fully connected layers (a convolution whose window covers its whole input and that reads every
+// input map counts as one); any activation, and either loss (with the softmax, the last layer has
+// no activation). Pooling layers and padded or strided convolutions are the batch-level engine's.
 #pragma once
 #include <cstddef>
 #include <string>
@@ -25,9 +26,12 @@ struct SampleProgram {
     size_t forward_work = 0, backward_work = 0;  // floats of a work-group's work area per kernel
 };
 
+// Why the per-sample kernels cannot run `net` (one line), or "" when they can.
+std::string sample_refusal(const Network& net);
+
 // group: items per sample's work-group (SG); lanes: items per fully connected output row (LANES);
 // the gradients kernel's work-groups: grad_params parameters times grad_lanes lanes (GRAD_PARAMS,
-// GRAD_LANES). Throws Error when the network is not of the form above.
+// GRAD_LANES). Throws Error (sample_refusal's) when the network is not of the form above.
 SampleProgram sample_program(const Network& net, const DeviceLayout& layout, int group, int lanes, int grad_params,
                              int grad_lanes);
 

@@ -10,7 +10,9 @@
 
 #include "cli_runner.h"
 #include "engine_factory.h"
+#include "model_file.h"
 #include "opencl_backend.h"
+#include "opencl_program.h"
 #include "opencl_runtime.h"
 #include "test_support.h"
 #include "trainer.h"
@@ -75,6 +77,53 @@ TEST_P(OpenCLVariant, KernelProfileTimesEveryLaunchOfAStep) {
     EXPECT_EQ(kernels[2].name, "gradients");
     EXPECT_EQ(kernels[3].name, "sgd_momentum");
     EXPECT_TRUE(engine->take_kernel_times().empty());
+}
+
+// Seed 004's MLP: fully connected from the input, sigmoid on both layers, the squared error.
+TEST_P(OpenCLVariant, MatchesCpuOnTheMlp) {
+    const Network net = load_model("mlp").net;
+    EngineRequest request;
+    request.variant = GetParam();
+    auto engine = make_engine(net, request);
+    for (int batch : {1, 3, 1}) test::expect_matches_cpu(*engine, net, batch);
+}
+
+// Every activation in every place a layer function applies or differentiates one: the pairs'
+// convolutions and subsamplings, fully connected layers, and the output under either loss.
+TEST_P(OpenCLVariant, MatchesCpuWithEveryActivation) {
+    const Network pairs = NetworkBuilder("pairs-mix", {1, 28, 28})
+                              .conv("C1", 2, 5, Activation::ReLU)
+                              .subsample("S2", 2, Activation::Sigmoid)
+                              .conv("C3", 3, 5, Activation::Tanh)
+                              .subsample("S4", 2, Activation::ReLU)
+                              .fully_connected("F5", 12, Activation::Sigmoid)
+                              .fully_connected("output", 10, Activation::None)
+                              .build();
+    const Network fc = NetworkBuilder("fc-mix", {1, 28, 28})
+                           .fully_connected("F1", 24, Activation::ReLU)
+                           .fully_connected("F2", 16, Activation::None)
+                           .fully_connected("output", 10, Activation::Tanh)
+                           .loss(Loss::SquaredError)
+                           .build();
+    for (const Network& net : {pairs, fc}) {
+        EngineRequest request;
+        request.variant = GetParam();
+        auto engine = make_engine(net, request);
+        for (int batch : {1, 4}) test::expect_matches_cpu(*engine, net, batch);
+    }
+}
+
+// What stays with the batch-level engine gets a one-line error naming the layer.
+TEST(OpenCL, PerSampleKernelsRefusePoolingAndPaddedConvolutions) {
+    const Network cnn = load_model("cnn").net;
+    EXPECT_NE(sample_refusal(cnn).find("layer C1"), std::string::npos) << sample_refusal(cnn);
+    const Network pool = NetworkBuilder("pool", {1, 28, 28})
+                             .pool("P1", LayerKind::MaxPool, 2)
+                             .fully_connected("output", 10, Activation::None)
+                             .build();
+    EXPECT_NE(sample_refusal(pool).find("no pooling layers; layer P1"), std::string::npos) << sample_refusal(pool);
+    EXPECT_EQ(sample_refusal(load_model("mlp").net), "");
+    EXPECT_EQ(sample_refusal(lenet5_network()), "");
 }
 
 TEST_P(OpenCLVariant, RejectsAConvolutionWithoutASubsamplingAfterIt) {
