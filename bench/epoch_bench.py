@@ -3,9 +3,16 @@
 device) trained for N epochs with the same seed and batch, beside the PyTorch
 peer, in one run. Writes a Markdown table, the raw JSON and a bar chart.
 
-  bench/epoch_bench.py [--epochs 2] [--batch 64] [--variants cpu,avx,omp,...]
-                       [--devices 0,1] [--repeats 1] [--peer cpu|cuda|none]
-                       [--binary build/lenet5] [--data DIR] [--python PY] [--out bench/results]
+  bench/epoch_bench.py [--model lenet5|mlp|cnn|FILE] [--epochs 2] [--batch B]
+                       [--variants cpu,avx,omp,...] [--devices 0,1] [--repeats 1]
+                       [--peer cpu|cuda|none] [--binary build/lenet5] [--data DIR]
+                       [--python PY] [--out bench/results]
+
+--model is passed to lenet5 train (default lenet5) and picks the peer:
+bench/peers/pytorch_lenet5.py for lenet5, bench/peers/pytorch_models.py for mlp
+and cnn (a model file has no peer). Without --batch, our runs take the model's
+own batch (its train line) and the peer gets the batch our JSON reports. The
+files are epochs.md/.json/.png for lenet5 and epochs-MODEL.* for the others.
 
 Per run, the times are the median over its epochs; with --repeats R the
 median over R runs. Ratios are against the fastest variant of ours (wall ms).
@@ -25,6 +32,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HOST_VARIANTS = ("cpu", "avx", "omp")
 OPENCL_VARIANTS = ("gpu", "gpu-constant", "gpu-local")
+# The PyTorch peer of each built-in model, in bench/peers/.
+PEERS = {"lenet5": "pytorch_lenet5.py", "mlp": "pytorch_models.py", "cnn": "pytorch_models.py"}
 
 
 def fail(msg):
@@ -56,8 +65,12 @@ def opencl_devices(binary):
 def run_ours(binary, variant, device, args):
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "run.json")
-        cmd = [binary, "train", "--variant", variant, "--epochs", str(args.epochs),
-               "--batch", str(args.batch), "--seed", "1", "--json", report]
+        cmd = [binary, "train", "--variant", variant, "--epochs", str(args.epochs)]
+        if args.model != "lenet5":
+            cmd += ["--model", args.model]
+        if args.batch is not None:
+            cmd += ["--batch", str(args.batch)]
+        cmd += ["--seed", "1", "--json", report]
         if device is not None:
             cmd += ["--device", str(device)]
         if args.data:
@@ -82,10 +95,19 @@ def summarise(reports):
     return row
 
 
-def run_peer(args, device):
-    cmd = [args.python, os.path.join(ROOT, "bench", "peers", "pytorch_lenet5.py"), "--epochs", str(args.epochs),
-           "--batch", str(args.batch), "--threads", str(args.threads), "--device", device,
-           "--repeats", str(args.repeats)]
+def run_peer(args, device, batch):
+    """The PyTorch peer of args.model at `batch` (None: the peer's default, the model's recipe).
+    Returns (rows, note, the batch the peer ran)."""
+    script = PEERS.get(args.model)
+    if script is None:
+        return [], "no PyTorch peer for model %s (peers: %s); peer skipped" % (args.model, ", ".join(sorted(PEERS))), batch
+    cmd = [args.python, os.path.join(ROOT, "bench", "peers", script)]
+    if script != "pytorch_lenet5.py":
+        cmd += ["--model", args.model]
+    cmd += ["--epochs", str(args.epochs)]
+    if batch is not None:
+        cmd += ["--batch", str(batch)]
+    cmd += ["--threads", str(args.threads), "--device", device, "--repeats", str(args.repeats)]
     if args.data:
         cmd += ["--data", args.data]
     if args.train_limit:
@@ -94,9 +116,9 @@ def run_peer(args, device):
     for graphs in ([False, True] if device == "cuda" else [False]):
         r = subprocess.run(cmd + (["--cuda-graphs"] if graphs else []), capture_output=True, text=True)
         if r.returncode == 3:
-            return [], "PyTorch is not installed (apt-get install python3-torch); peer skipped"
+            return [], "PyTorch is not installed (apt-get install python3-torch); peer skipped", batch
         if r.returncode != 0:
-            return rows, "PyTorch peer failed: " + (r.stderr.strip().splitlines() or ["?"])[-1]
+            return rows, "PyTorch peer failed: " + (r.stderr.strip().splitlines() or ["?"])[-1], batch
         lines = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
         summary = next(l for l in lines if l.get("summary"))
         epochs = [l for l in lines if not l.get("summary")]
@@ -105,7 +127,15 @@ def run_peer(args, device):
                      "test_accuracy": epochs[-1]["test_accuracy"],
                      "device": summary.get("device_name", device),
                      "torch": summary.get("torch", "?")})
-    return rows, None
+        if batch is None:
+            batch = summary.get("batch")
+    return rows, None, batch
+
+
+def model_stem(model):
+    """mlp -> mlp; models/my net.net -> my_net (for the output file names)."""
+    base = os.path.splitext(os.path.basename(model))[0] or "model"
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in base)
 
 
 def write_chart(rows, path_png):
@@ -138,7 +168,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--binary", default=os.path.join(ROOT, "build", "lenet5"))
     ap.add_argument("--epochs", type=int, default=2)
-    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--model", default="lenet5",
+                    help="lenet5, mlp, cnn or a model file, passed to lenet5 train (default lenet5)")
+    ap.add_argument("--batch", type=int, default=None, help="default: the model's own batch")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--variants", default="", help="comma-separated; default: all this build has")
@@ -152,7 +184,7 @@ def main():
     args = ap.parse_args()
     if not os.access(args.binary, os.X_OK):
         fail(args.binary + " not found; build first (./setup.sh)")
-    if args.epochs < 1 or args.batch < 1 or args.repeats < 1:
+    if args.epochs < 1 or (args.batch is not None and args.batch < 1) or args.repeats < 1:
         fail("--epochs, --batch and --repeats must be at least 1")
 
     variants = args.variants.split(",") if args.variants else built_variants(args.binary)
@@ -166,6 +198,7 @@ def main():
             runs.append((v, device))
 
     rows, notes = [], []
+    batch = args.batch                                 # None: the model's, from our first report
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     for variant, device in runs:
         name = variant if device is None else "%s #%d" % (variant, device)
@@ -177,13 +210,15 @@ def main():
                 notes.append("%s: %s" % (name, err))
                 break
             reports.append(rep)
+            if batch is None:
+                batch = rep.get("batch")
         if reports:
             row = summarise(reports)
             row["name"] = name
             rows.append(row)
     if args.peer != "none":
         print("epoch_bench: pytorch %s ..." % args.peer, file=sys.stderr, flush=True)
-        peer_rows, note = run_peer(args, args.peer)
+        peer_rows, note, batch = run_peer(args, args.peer, batch)
         rows += peer_rows
         if note:
             notes.append(note)
@@ -192,8 +227,8 @@ def main():
 
     ours = [r for r in rows if not r["name"].startswith("pytorch")]
     fastest = min(ours, key=lambda r: r["wall_ms"]) if ours else None
-    lines = ["Epoch benchmark, %s: batch %d, %d epoch(s), median of %d run(s), seed 1%s." %
-             (started, args.batch, args.epochs, args.repeats,
+    lines = ["Epoch benchmark, %s: model %s, batch %s, %d epoch(s), median of %d run(s), seed 1%s." %
+             (started, args.model, batch if batch is not None else "(the model's)", args.epochs, args.repeats,
               ", first %d training images" % args.train_limit if args.train_limit else ""),
              "", "| variant | device | forward ms | backward ms | update ms | wall ms | test acc | wall vs %s |" %
              (fastest["name"] if fastest else "-"),
@@ -206,11 +241,12 @@ def main():
                       r["wall_ms"], 100 * r["test_accuracy"], ratio))
     lines += [""] + ["Note: " + n for n in notes]
     os.makedirs(args.out, exist_ok=True)
-    chart_note = write_chart(rows, os.path.join(args.out, "epochs.png"))
+    stem = "epochs" if args.model == "lenet5" else "epochs-" + model_stem(args.model)
+    chart_note = write_chart(rows, os.path.join(args.out, stem + ".png"))
     if chart_note:
         lines.append("Note: " + chart_note)
     table = "\n".join(lines) + "\n"
-    for name, text in (("epochs.md", table), ("epochs.json", json.dumps(rows, indent=2) + "\n")):
+    for name, text in ((stem + ".md", table), (stem + ".json", json.dumps(rows, indent=2) + "\n")):
         tmp = os.path.join(args.out, name + ".tmp")
         with open(tmp, "w") as f:
             f.write(text)

@@ -17,7 +17,6 @@ Exit status: 0 ok, 1 failure, 2 usage error, 3 torch missing (benchmark: skip).
 """
 
 import argparse
-import gzip
 import json
 import os
 import statistics
@@ -36,6 +35,8 @@ try:
 except ImportError:
     sys.stderr.write("pytorch_lenet5: numpy not installed (apt-get install python3-numpy)\n")
     sys.exit(3)
+sys.dont_write_bytecode = True   # no __pycache__ in the source tree
+import mnist_idx   # bench/peers/mnist_idx.py: the IDX reader shared with pytorch_models.py
 
 # LeCun et al. 1998, Table I: rows = S2 map i (0..5), columns = C3 map o (0..15).
 TABLE_I = (
@@ -55,37 +56,11 @@ def fail(msg, code=1):
 
 # ---------------------------------------------------------------- data
 
-def read_idx(directory, name):
-    """Read an IDX file, raw or .gz, into a numpy uint8 array of its shape."""
-    path = os.path.join(directory, name)
-    if os.path.exists(path):
-        with open(path, "rb") as f:
-            raw = f.read()
-    elif os.path.exists(path + ".gz"):
-        with gzip.open(path + ".gz", "rb") as f:
-            raw = f.read()
-    else:
-        fail("missing MNIST file %s (or %s.gz)" % (path, path))
-    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08:
-        fail("%s: not an unsigned-byte IDX file" % path)
-    ndim = raw[3]
-    dims = [int.from_bytes(raw[4 + 4 * k:8 + 4 * k], "big") for k in range(ndim)]
-    offset = 4 + 4 * ndim
-    count = int(np.prod(dims))
-    if len(raw) - offset < count:
-        fail("%s: truncated (%d bytes of data, %d expected)" % (path, len(raw) - offset, count))
-    return np.frombuffer(raw, dtype=np.uint8, count=count, offset=offset).reshape(dims)
-
-
 def load_split(directory, prefix, limit, device):
-    images = read_idx(directory, prefix + "-images-idx3-ubyte")
-    labels = read_idx(directory, prefix + "-labels-idx1-ubyte")
-    if images.shape[0] != labels.shape[0] or images.shape[1:] != (28, 28):
-        fail("%s: %s images %s do not match labels %s"
-             % (directory, prefix, images.shape, labels.shape))
-    if limit is not None and limit > 0:
-        images, labels = images[:limit], labels[:limit]
-    x = images.astype(np.float32) / np.float32(127.5) - np.float32(1.0)
+    try:
+        x, labels = mnist_idx.load_scaled(directory, prefix, limit)
+    except mnist_idx.IdxError as e:
+        fail(str(e))
     x = np.pad(x, ((0, 0), (2, 2), (2, 2)), mode="constant", constant_values=-1.0)
     x = torch.from_numpy(np.ascontiguousarray(x)).unsqueeze(1).to(device)   # N x 1 x 32 x 32
     y = torch.from_numpy(labels.astype(np.int64)).to(device)                # N
