@@ -35,6 +35,16 @@ struct Avx2 {
     static F max(F a, F b) { return _mm256_max_ps(a, b); }  // b when either is NaN
     static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }   // a*b + c
     static F fnma(F a, F b, F c) { return _mm256_fnmadd_ps(a, b, c); }  // c - a*b
+    static F div(F a, F b) { return _mm256_div_ps(a, b); }
+    static F round(F a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+    // 2^n for a whole n in [-126, 127]: n + 127 in the exponent bits.
+    static F pow2(F n) {
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+    }
+
+    using Cmp = __m256;  // a comparison's lanes: all ones where true
+    static Cmp greater(F a, F b) { return _mm256_cmp_ps(a, b, _CMP_GT_OQ); }  // false for NaN
+    static F select(Cmp m, F a, F b) { return _mm256_blendv_ps(b, a, m); }   // a where m, else b
     static float sum(F v) {
         __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
         s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -56,6 +66,19 @@ struct Avx2 {
     static void dup_pairs(F v, F& lo, F& hi) {
         const F a = _mm256_unpacklo_ps(v, v);  // [v0 v0 v1 v1 | v4 v4 v5 v5]
         const F b = _mm256_unpackhi_ps(v, v);  // [v2 v2 v3 v3 | v6 v6 v7 v7]
+        lo = _mm256_permute2f128_ps(a, b, 0x20);
+        hi = _mm256_permute2f128_ps(a, b, 0x31);
+    }
+    // The 16 floats a|b split into their even lanes [a0 a2 .. b6] and odd lanes [a1 a3 .. b7];
+    // shuffle_ps works within 128-bit halves, so the 64-bit pairs are put back in order after it.
+    static void even_odd(F a, F b, F& even, F& odd) {
+        even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
+        odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
+    }
+    // The inverse: lo = [e0 o0 e1 o1 e2 o2 e3 o3], hi = [e4 o4 ... e7 o7].
+    static void interleave(F even, F odd, F& lo, F& hi) {
+        const F a = _mm256_unpacklo_ps(even, odd);  // [e0 o0 e1 o1 | e4 o4 e5 o5]
+        const F b = _mm256_unpackhi_ps(even, odd);  // [e2 o2 e3 o3 | e6 o6 e7 o7]
         lo = _mm256_permute2f128_ps(a, b, 0x20);
         hi = _mm256_permute2f128_ps(a, b, 0x31);
     }

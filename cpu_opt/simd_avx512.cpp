@@ -41,6 +41,16 @@ struct Avx512 {
     static F max(F a, F b) { return _mm256_max_ps(a, b); }  // b when either is NaN
     static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }   // a*b + c
     static F fnma(F a, F b, F c) { return _mm256_fnmadd_ps(a, b, c); }  // c - a*b
+    static F div(F a, F b) { return _mm256_div_ps(a, b); }
+    static F round(F a) { return _mm256_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+    // 2^n for a whole n in [-126, 127]: n + 127 in the exponent bits.
+    static F pow2(F n) {
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+    }
+
+    using Cmp = __mmask8;  // a comparison's lanes
+    static Cmp greater(F a, F b) { return _mm256_cmp_ps_mask(a, b, _CMP_GT_OQ); }  // false for NaN
+    static F select(Cmp m, F a, F b) { return _mm256_mask_blend_ps(m, b, a); }   // a where m, else b
     static float sum(F v) {
         __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
         s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -62,6 +72,16 @@ struct Avx512 {
     static void dup_pairs(F v, F& lo, F& hi) {
         lo = _mm256_permutexvar_ps(_mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3), v);
         hi = _mm256_permutexvar_ps(_mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7), v);
+    }
+    // The 16 floats a|b split into their even lanes [a0 a2 .. b6] and odd lanes [a1 a3 .. b7].
+    static void even_odd(F a, F b, F& even, F& odd) {
+        even = _mm256_permutex2var_ps(a, _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14), b);
+        odd = _mm256_permutex2var_ps(a, _mm256_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15), b);
+    }
+    // The inverse: lo = [e0 o0 e1 o1 e2 o2 e3 o3], hi = [e4 o4 ... e7 o7].
+    static void interleave(F even, F odd, F& lo, F& hi) {
+        lo = _mm256_permutex2var_ps(even, _mm256_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11), odd);
+        hi = _mm256_permutex2var_ps(even, _mm256_setr_epi32(4, 12, 5, 13, 6, 14, 7, 15), odd);
     }
 };
 

@@ -1,8 +1,9 @@
 // The SIMD layer operations, written once over a thin vector type V that
 // simd_avx2.cpp and simd_avx512.cpp define (N floats per vector, load/store with
 // a lane mask for remainders, fma, a few shuffles). Shapes come from the LayerSpec,
-// so any network works; kernel sizes without a template instance (conv K other
-// than 3 and 5, subsampling other than 2x2) fall back to the scalar reference.
+// so any network works; shapes without a vector path (conv K other than 3 and 5 or
+// a stride, subsampling and pooling other than 2x2 windows tiling the input)
+// fall back to the scalar reference.
 //
 // Include only from those two files. Everything is in an unnamed namespace so each
 // ISA gets its own copy: an inline function shared between them could be merged by
@@ -47,7 +48,7 @@ private:
     size_t size_ = 0;
 };
 
-thread_local Scratch<float> tls_input, tls_work;
+thread_local Scratch<float> tls_input, tls_work, tls_padded, tls_din;
 thread_local Scratch<int32_t> tls_conns;
 
 // Calls fn(std::integral_constant<int, n>) for 1 <= n <= Max, so register
@@ -59,15 +60,19 @@ void with_count(int n, Fn&& fn) {
     fn(std::integral_constant<int, Max>{});
 }
 
-inline bool tanh_of(const LayerSpec& l) { return l.activation == Activation::Tanh; }
-
-// What this code implements: activations tanh and none, convolutions of stride 1 without
-// padding, the trainable subsampling and fully connected layers. Anything else runs the
-// scalar reference.
+// What this code implements: every activation; convolutions of stride 1 (padded or not),
+// 2x2 windows of stride 2 that tile their input (subsampling, max and average pooling),
+// fully connected layers. Anything else runs the scalar reference.
 inline bool simd_supports(const LayerSpec& l) {
-    return (l.activation == Activation::Tanh || l.activation == Activation::None) &&
-           (l.kind == LayerKind::FullyConnected || l.kind == LayerKind::Subsample ||
-            (l.kind == LayerKind::Conv && l.stride == 1 && l.pad == 0));
+    switch (l.kind) {
+        case LayerKind::FullyConnected: return true;
+        case LayerKind::Conv: return l.stride == 1;
+        case LayerKind::Subsample:
+        case LayerKind::MaxPool:
+        case LayerKind::AvgPool:
+            return l.kernel == 2 && l.stride == 2 && l.in.h == 2 * l.out.h && l.in.w == 2 * l.out.w;
+    }
+    return false;
 }
 
 // A conv whose window covers its whole unpadded input over all input maps (C5) is a fully
@@ -127,16 +132,63 @@ struct SimdLayers {
         return V::mul(V::mul(p, x), V::fma(r, V::fnma(q, r, V::set1(1.0f)), r));  // p x / q
     }
 
+    // ---- sigmoid, ReLU ---------------------------------------------------------
+
+    // e^x within ~2 ulp for x in [-87, 88] (clamped there; e^-87 ~ 1.6e-38 is still normal):
+    // x = n ln2 + r with |r| <= ln2/2 (ln2 in two parts, so r is exact), e^r by Cephes'
+    // degree-7 polynomial, times 2^n. NaN stays NaN.
+    static F exp(F x) {
+        x = V::min(V::set1(88.0f), V::max(V::set1(-87.0f), x));
+        const F n = V::round(V::mul(x, V::set1(1.44269504088896341f)));
+        F r = V::fnma(n, V::set1(0.693359375f), x);
+        r = V::fnma(n, V::set1(-2.12194440e-4f), r);
+        F p = V::set1(1.9875691500e-4f);
+        p = V::fma(p, r, V::set1(1.3981999507e-3f));
+        p = V::fma(p, r, V::set1(8.3334519073e-3f));
+        p = V::fma(p, r, V::set1(4.1665795894e-2f));
+        p = V::fma(p, r, V::set1(1.6666665459e-1f));
+        p = V::fma(p, r, V::set1(5.0000001201e-1f));
+        p = V::fma(p, V::mul(r, r), V::add(r, V::set1(1.0f)));
+        return V::mul(p, V::pow2(n));
+    }
+
+    static F sigmoid(F x) {
+        const F one = V::set1(1.0f);
+        return V::div(one, V::add(one, exp(V::fnma(x, one, V::zero()))));  // 1 / (1 + e^-x)
+    }
+
+    // max(x, 0); NaN gives 0, as in the reference (max returns its second operand then).
+    static F relu(F x) { return V::max(x, V::zero()); }
+
+    static F activation(Activation a, F x) {
+        switch (a) {
+            case Activation::Tanh: return tanh(x);
+            case Activation::Sigmoid: return sigmoid(x);
+            case Activation::ReLU: return relu(x);
+            case Activation::None: break;
+        }
+        return x;
+    }
+
     // The activation over a whole layer output (after compaction, so that every
     // vector is full however short the rows).
     static void activate(const LayerSpec& l, float* x, int n) {
-        if (tanh_of(l))
-            for (int k = 0; k < n; k += N) store_n(x + k, tanh(load_n(x + k, n - k)), n - k);
+        if (l.activation != Activation::None)
+            for (int k = 0; k < n; k += N) store_n(x + k, activation(l.activation, load_n(x + k, n - k)), n - k);
     }
 
-    // dLoss/d(pre-activation) from dLoss/d(out): d * (1 - out^2) for tanh.
+    // dLoss/d(pre-activation) from dLoss/d(out), in terms of the output as the reference
+    // writes it (same roundings): d (1 - out^2) for tanh, d (out (1 - out)) for sigmoid,
+    // d where out > 0 (else 0) for ReLU.
     static F activation_grad(const LayerSpec& l, F d, F out) {
-        return tanh_of(l) ? V::mul(d, V::fnma(out, out, V::set1(1.0f))) : d;
+        const F one = V::set1(1.0f);
+        switch (l.activation) {
+            case Activation::Tanh: return V::mul(d, V::fnma(out, out, one));
+            case Activation::Sigmoid: return V::mul(d, V::mul(out, V::fnma(out, one, one)));
+            case Activation::ReLU: return V::select(V::greater(out, V::zero()), d, V::zero());
+            case Activation::None: break;
+        }
+        return d;
     }
 
     // ---- buffers -----------------------------------------------------------
@@ -185,18 +237,18 @@ struct SimdLayers {
         return m;
     }
 
-    // in [C][IH][IW] -> out [OC][OH][OW]: out[o] = act(b[o] + sum over connections j of o
-    // of W[j] (KxK) correlated with in[conn_in[j]]).
+    // in [C][IH][IW] (`is`: the layer's input, or its zero-padded copy) -> out [OC][OH][OW]:
+    // out[o] = act(b[o] + sum over connections j of o of W[j] (KxK) correlated with in[conn_in[j]]).
     template <int K>
-    static void conv_forward(const LayerSpec& l, const float* params, const float* in, float* out) {
-        const int IW = l.in.w, IHW = l.in.h * l.in.w, OH = l.out.h, OW = l.out.w;
+    static void conv_forward(const LayerSpec& l, const Shape& is, const float* params, const float* in, float* out) {
+        const int IW = is.w, IHW = is.h * is.w, OH = l.out.h, OW = l.out.w;
         const int P = (OH - 1) * IW + OW, nv = vectors(P);
         const Blocks bl = blocks(nv);
         const int span = bl.count * bl.size * N;                                  // wide positions, one map
         const int mspan = (nv + kMapVectors - 1) / kMapVectors * kMapVectors * N;  // kMaps maps at once
         const int reach = span > mspan ? span : mspan, stride = reach + N;  // + N: compaction reads whole vectors
         // The last tap of the last vector reads reach - P floats past the input.
-        const float* src = padded(in, l.in.c * IHW, reach - P);
+        const float* src = padded(in, is.c * IHW, reach - P);
         float* wide = tls_work.get(static_cast<size_t>(kMaps * stride));
         const float* W = params + l.weight_offset;
         const float* bias = params + l.bias_offset;
@@ -207,7 +259,7 @@ struct SimdLayers {
         };
         for (int o = 0; o < l.out.c;) {
             if (maps_sharing_inputs(l, o) >= kMaps) {
-                conv_forward_maps<K>(l, W, bias, src, o, mspan, wide, stride);
+                conv_forward_maps<K>(l, is, W, bias, src, o, mspan, wide, stride);
                 for (int m = 0; m < kMaps; ++m) compact(wide + m * stride, o + m);
                 o += kMaps;
                 continue;
@@ -240,10 +292,10 @@ struct SimdLayers {
     // The wide outputs of the kMaps maps from o0, which read the same input maps,
     // into wide + m*stride: kMaps x kMapVectors accumulators per block of positions.
     template <int K>
-    static void conv_forward_maps(const LayerSpec& l, const float* W, const float* bias, const float* src, int o0,
-                                  int mspan, float* wide, int stride) {
+    static void conv_forward_maps(const LayerSpec& l, const Shape& is, const float* W, const float* bias,
+                                  const float* src, int o0, int mspan, float* wide, int stride) {
         constexpr int M = kMaps, R = kMapVectors;
-        const int IW = l.in.w, IHW = l.in.h * l.in.w, conns = l.conn_begin[o0 + 1] - l.conn_begin[o0];
+        const int IW = is.w, IHW = is.h * is.w, conns = l.conn_begin[o0 + 1] - l.conn_begin[o0];
         for (int p0 = 0; p0 < mspan; p0 += R * N) {
             F acc[M][R];
             LENET5_UNROLL for (int m = 0; m < M; ++m)
@@ -312,9 +364,9 @@ struct SimdLayers {
     }
 
     template <int K>
-    static void conv_backward(const LayerSpec& l, const float* params, const float* in, const float* out,
-                              const float* dout, float* din, float* grads) {
-        const int IW = l.in.w, IHW = l.in.h * l.in.w, OH = l.out.h, OW = l.out.w;
+    static void conv_backward(const LayerSpec& l, const Shape& is, const float* params, const float* in,
+                              const float* out, const float* dout, float* din, float* grads) {
+        const int IW = is.w, IHW = is.h * is.w, OH = l.out.h, OW = l.out.w;
         const int P = (OH - 1) * IW + OW, np = vectors(P);
         // The input gradient is computed in column blocks of cols.size vectors, as many as
         // leave registers for K rows of accumulators.
@@ -348,7 +400,7 @@ struct SimdLayers {
 
         // 2. Weight gradients: gW[j][ky][kx] = sum_p dwide[o][p] * in[i][p + ky*IW + kx].
         // As many kernel rows per pass as the registers hold (all five with AVX-512).
-        const float* src = padded(in, l.in.c * IHW, np * N - P);
+        const float* src = padded(in, is.c * IHW, np * N - P);
         constexpr int kRows = (V::kRegs - 3) / K < K ? (V::kRegs - 3) / K : K;
         static_assert(kRows >= 1, "kernel too wide for the register file");
         constexpr int kM = kGradMaps<K>;
@@ -385,7 +437,7 @@ struct SimdLayers {
         int32_t* feeds = tls_conns.get(static_cast<size_t>(l.connections()));  // the connections from map i
         with_count<kDinCols>(cols.size, [&](auto count) {
             constexpr int C = decltype(count)::value;
-            for (int i = 0; i < l.in.c; ++i) {
+            for (int i = 0; i < is.c; ++i) {
                 int nfeeds = 0;
                 for (int j = 0; j < l.connections(); ++j)
                     if (l.conn_in[j] == i) feeds[nfeeds++] = j;
@@ -422,11 +474,53 @@ struct SimdLayers {
                     // The last K-1 din rows are complete once the last d row is done.
                     LENET5_UNROLL for (int s = 0; s < K; ++s) {
                         const int y = OH + (s - OH % K + K) % K;  // the row in slot s
-                        if (y < l.in.h) store_row(acc[s], y);
+                        if (y < is.h) store_row(acc[s], y);
                     }
                 }
             }
         });
+    }
+
+    // ---- zero padding ------------------------------------------------------------
+    //
+    // A padded convolution is the valid one over a copy of the input with P zeros on every
+    // side of each map; its input gradient is that copy's, cropped.
+
+    static Shape padded_shape(const LayerSpec& l) { return {l.in.c, l.in.h + 2 * l.pad, l.in.w + 2 * l.pad}; }
+
+    static const float* pad_maps(const LayerSpec& l, const float* in) {
+        const Shape ps = padded_shape(l);
+        float* buf = tls_padded.get(static_cast<size_t>(ps.size()));
+        zero(buf, ps.size());
+        for (int c = 0; c < l.in.c; ++c)
+            for (int y = 0; y < l.in.h; ++y) {
+                const float* src = in + (c * l.in.h + y) * l.in.w;
+                float* dst = buf + (c * ps.h + y + l.pad) * ps.w + l.pad;
+                for (int x = 0; x < l.in.w; x += N) store_n(dst + x, load_n(src + x, l.in.w - x), l.in.w - x);
+            }
+        return buf;
+    }
+
+    template <int K>
+    static void conv_forward_padded(const LayerSpec& l, const float* params, const float* in, float* out) {
+        if (l.pad == 0) return conv_forward<K>(l, l.in, params, in, out);
+        conv_forward<K>(l, padded_shape(l), params, pad_maps(l, in), out);
+    }
+
+    template <int K>
+    static void conv_backward_padded(const LayerSpec& l, const float* params, const float* in, const float* out,
+                                     const float* dout, float* din, float* grads) {
+        if (l.pad == 0) return conv_backward<K>(l, l.in, params, in, out, dout, din, grads);
+        const Shape ps = padded_shape(l);
+        float* dpad = din ? tls_din.get(static_cast<size_t>(ps.size())) : nullptr;
+        conv_backward<K>(l, ps, params, pad_maps(l, in), out, dout, dpad, grads);
+        if (!din) return;
+        for (int c = 0; c < l.in.c; ++c)
+            for (int y = 0; y < l.in.h; ++y) {
+                const float* src = dpad + (c * ps.h + y + l.pad) * ps.w + l.pad;
+                float* dst = din + (c * l.in.h + y) * l.in.w;
+                for (int x = 0; x < l.in.w; x += N) store_n(dst + x, load_n(src + x, l.in.w - x), l.in.w - x);
+            }
     }
 
     // ---- fully connected, over a batch of samples -----------------------------
@@ -631,6 +725,87 @@ struct SimdLayers {
         }
     }
 
+    // ---- 2x2 max and average pooling ----------------------------------------------
+    //
+    // As subsampling, but the window's four inputs are split into even and odd columns
+    // (e0 o0 in row 2y, e1 o1 in row 2y+1), each a vector over N outputs, and combined
+    // in the reference's order.
+
+    struct Window {
+        F e0, o0, e1, o1;
+    };
+    static Window window(const float* r0, const float* r1, int n) {  // n outputs
+        const int n0 = 2 * n < N ? 2 * n : N, n1 = 2 * n - n0;
+        Window w;
+        V::even_odd(load_n(r0, n0), load_n(r0 + N, n1), w.e0, w.o0);
+        V::even_odd(load_n(r1, n0), load_n(r1 + N, n1), w.e1, w.o1);
+        return w;
+    }
+
+    // The reference's running maximum (replaced only by a larger input, so the first
+    // largest wins) and its sum.
+    static F window_max(const Window& w) {
+        F m = V::select(V::greater(w.o0, w.e0), w.o0, w.e0);
+        m = V::select(V::greater(w.e1, m), w.e1, m);
+        return V::select(V::greater(w.o1, m), w.o1, m);
+    }
+    static F window_mean(const Window& w) { return V::mul(V::add(V::add(V::add(w.e0, w.o0), w.e1), w.o1), V::set1(0.25f)); }
+
+    static void pool_forward(const LayerSpec& l, const float* in, float* out) {
+        const int IW = l.in.w, OH = l.out.h, OW = l.out.w;
+        const bool max = l.kind == LayerKind::MaxPool;
+        for (int c = 0; c < l.out.c; ++c)
+            for (int y = 0; y < OH; ++y) {
+                const float* r0 = in + (c * l.in.h + 2 * y) * IW;
+                for (int x0 = 0; x0 < OW; x0 += N) {
+                    const Window w = window(r0 + 2 * x0, r0 + IW + 2 * x0, OW - x0);
+                    store_n(out + (c * OH + y) * OW + x0, max ? window_max(w) : window_mean(w), OW - x0);
+                }
+            }
+        activate(l, out, l.out.size());
+    }
+
+    // Every input of a window gets d/4 (average), or the first largest gets d (max).
+    static void pool_backward(const LayerSpec& l, const float* in, const float* out, const float* dout, float* din) {
+        if (!din) return;
+        const int IW = l.in.w, OH = l.out.h, OW = l.out.w;
+        const bool max = l.kind == LayerKind::MaxPool;
+        for (int c = 0; c < l.out.c; ++c)
+            for (int y = 0; y < OH; ++y) {
+                const float* r0 = in + (c * l.in.h + 2 * y) * IW;
+                float* d0 = din + (r0 - in);
+                for (int x0 = 0; x0 < OW; x0 += N) {
+                    const int at = (c * OH + y) * OW + x0, n = OW - x0;
+                    const F d = activation_grad(l, load_n(dout + at, n), load_n(out + at, n));
+                    F g[4];  // e0 o0 e1 o1
+                    if (max) {
+                        const Window w = window(r0 + 2 * x0, r0 + IW + 2 * x0, n);
+                        // Where the running maximum last changed: o1, else e1, else o0, else e0.
+                        const auto t0 = V::greater(w.o0, w.e0);
+                        const F m0 = V::select(t0, w.o0, w.e0);
+                        const auto t1 = V::greater(w.e1, m0);
+                        const auto t2 = V::greater(w.o1, V::select(t1, w.e1, m0));
+                        F rest = d;
+                        g[3] = V::select(t2, rest, V::zero());
+                        rest = V::select(t2, V::zero(), rest);
+                        g[2] = V::select(t1, rest, V::zero());
+                        rest = V::select(t1, V::zero(), rest);
+                        g[1] = V::select(t0, rest, V::zero());
+                        g[0] = V::select(t0, V::zero(), rest);
+                    } else {
+                        g[0] = g[1] = g[2] = g[3] = V::mul(d, V::set1(0.25f));  // = d / 4 exactly
+                    }
+                    const int n0 = 2 * n < N ? 2 * n : N, n1 = 2 * n - n0;
+                    for (int r = 0; r < 2; ++r) {
+                        F lo, hi;
+                        V::interleave(g[2 * r], g[2 * r + 1], lo, hi);
+                        store_n(d0 + r * IW + 2 * x0, lo, n0);
+                        store_n(d0 + r * IW + 2 * x0 + N, hi, n1);
+                    }
+                }
+            }
+    }
+
     // ---- the HostOps table -------------------------------------------------
 
     // The layers forward_batch and backward_batch take: those that are a matrix.
@@ -653,12 +828,12 @@ struct SimdLayers {
         if (batched(l)) return fc_forward(l, p, in, out, 1);
         switch (l.kind) {
             case LayerKind::Conv:
-                if (l.kernel == 5) return conv_forward<5>(l, p, in, out);
-                if (l.kernel == 3) return conv_forward<3>(l, p, in, out);
+                if (l.kernel == 5) return conv_forward_padded<5>(l, p, in, out);
+                if (l.kernel == 3) return conv_forward_padded<3>(l, p, in, out);
                 break;
-            case LayerKind::Subsample:
-                if (l.kernel == 2) return subsample_forward(l, p, in, out);
-                break;
+            case LayerKind::Subsample: return subsample_forward(l, p, in, out);
+            case LayerKind::MaxPool:
+            case LayerKind::AvgPool: return pool_forward(l, in, out);
             default: break;
         }
         cpu_ops().forward(l, p, in, out);
@@ -670,12 +845,12 @@ struct SimdLayers {
         if (batched(l)) return fc_backward(l, p, in, out, dout, din, g, 1);
         switch (l.kind) {
             case LayerKind::Conv:
-                if (l.kernel == 5) return conv_backward<5>(l, p, in, out, dout, din, g);
-                if (l.kernel == 3) return conv_backward<3>(l, p, in, out, dout, din, g);
+                if (l.kernel == 5) return conv_backward_padded<5>(l, p, in, out, dout, din, g);
+                if (l.kernel == 3) return conv_backward_padded<3>(l, p, in, out, dout, din, g);
                 break;
-            case LayerKind::Subsample:
-                if (l.kernel == 2) return subsample_backward(l, p, in, out, dout, din, g);
-                break;
+            case LayerKind::Subsample: return subsample_backward(l, p, in, out, dout, din, g);
+            case LayerKind::MaxPool:
+            case LayerKind::AvgPool: return pool_backward(l, in, out, dout, din);
             default: break;
         }
         cpu_ops().backward(l, p, in, out, dout, din, g);

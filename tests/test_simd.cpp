@@ -9,6 +9,7 @@
 
 #include "engine_factory.h"
 #include "error.h"
+#include "model_file.h"
 #include "test_support.h"
 #include "trainer.h"
 
@@ -116,16 +117,33 @@ TEST_P(SimdLevels, OmpMatchesCpuForOneTwoAndThreeThreads) {
 }
 
 TEST_P(SimdLevels, OmpIsBitIdenticalForTheSameThreadCount) {
-    const Network net = lenet5_network();
     const Dataset data = random_dataset(150, 4);
-    for (int threads : {2, 3}) {
-        auto run = [&] {
-            HostEngine omp(net, "omp", ops(), threads);
-            return test::record_step(omp, net, data, 64, 1);
-        };
-        const test::StepRecord a = run(), b = run();
-        EXPECT_EQ(a.gradients, b.gradients) << threads << " threads";  // bit for bit
-        EXPECT_EQ(a.params_after, b.params_after) << threads << " threads";
+    for (const Network& net : {lenet5_network(), load_model("mlp").net})
+        for (int threads : {2, 3})
+            for (int batch : {1, 64}) {
+                auto run = [&] {
+                    HostEngine omp(net, "omp", ops(), threads);
+                    return test::record_step(omp, net, data, batch, 1);
+                };
+                const test::StepRecord a = run(), b = run();
+                // bit for bit
+                EXPECT_EQ(a.gradients, b.gradients) << net.name << ", " << threads << " threads, batch " << batch;
+                EXPECT_EQ(a.params_after, b.params_after) << net.name << ", " << threads << " threads, batch " << batch;
+            }
+}
+
+// The built-in models beside LeNet-5: the seeds' MLP (sigmoid, squared error, fully
+// connected only) and CNN (padded conv, ReLU, max pooling, a 6272x1024 layer), through
+// the engine at batches that leave remainders after the thread split.
+TEST_P(SimdLevels, BuiltInModelsMatchCpuOnAvxAndOmp) {
+    for (const char* name : {"mlp", "cnn"}) {
+        const Network net = load_model(name).net;
+        for (int batch : {3, 8}) {
+            HostEngine avx(net, "avx", ops(), 1);
+            test::expect_matches_cpu(avx, net, batch);
+            HostEngine omp(net, "omp", ops(), batch == 3 ? 2 : 3);
+            test::expect_matches_cpu(omp, net, batch);
+        }
     }
 }
 
@@ -148,6 +166,77 @@ TEST_P(SimdLevels, EveryLayerOfOtherNetworksMatchesCpu) {
                                 .fully_connected("output", 10, Activation::None)
                                 .build(),
                             ops());
+}
+
+// The layer set of issue 11: padding, strides, pooling and the activations, at shapes
+// with remainders after the vector width (odd map widths), and shapes the vector code
+// leaves to the reference (a stride of 2, a 3x3 pooling window, a window that does not
+// tile its input), so that every dispatch is covered; then the built-in models.
+TEST_P(SimdLevels, EveryLayerKindAndActivationMatchesCpu) {
+    for (Activation act : {Activation::Tanh, Activation::Sigmoid, Activation::ReLU, Activation::None}) {
+        SCOPED_TRACE(activation_name(act));
+        expect_layers_match_cpu(NetworkBuilder("layer set", {2, 18, 22})
+                                    .conv("pad1", 4, 3, act, {}, 1, 1)
+                                    .pool("max", LayerKind::MaxPool, 2, 0, act)
+                                    .conv("pad2", 5, 5, act, {}, 1, 2)
+                                    .pool("avg", LayerKind::AvgPool, 2, 0, act)
+                                    .conv("stride2", 3, 3, act, {}, 2, 1)
+                                    .fully_connected("fc", 21, act)
+                                    .fully_connected("out", 10, Activation::None)
+                                    .build(),
+                                ops());
+        expect_layers_match_cpu(NetworkBuilder("fallbacks", {3, 15, 13})
+                                    .pool("max3", LayerKind::MaxPool, 3, 1, act)
+                                    .pool("odd", LayerKind::MaxPool, 2, 0, act)
+                                    .pool("avg3", LayerKind::AvgPool, 3, 2, act)
+                                    .fully_connected("out", 10, Activation::None)
+                                    .build(),
+                                ops());
+    }
+    expect_layers_match_cpu(load_model("mlp").net, ops());
+    expect_layers_match_cpu(load_model("cnn").net, ops());
+}
+
+// Max pooling passes the gradient to the first largest input of a window, as the
+// reference does: with ties (ReLU outputs are often 0) every window must pick the same one.
+TEST_P(SimdLevels, MaxPoolingBreaksTiesAsTheReference) {
+    const Network net = NetworkBuilder("ties", {3, 6, 20}).pool("max", LayerKind::MaxPool, 2).build();
+    const LayerSpec& l = net.layers[0];
+    Rng rng(3);
+    std::vector<float> in(static_cast<size_t>(l.in.size()));
+    for (auto& x : in) x = static_cast<float>(static_cast<int>(rng.uniform(0.0f, 3.0f)));  // 0, 1 or 2
+    std::vector<float> out(static_cast<size_t>(l.out.size())), d = random_vector(out.size(), rng);
+    std::vector<float> din_ref(in.size()), din(in.size()), d_ref = d;
+    cpu_ops().forward(l, nullptr, in.data(), out.data());
+    cpu_ops().backward(l, nullptr, in.data(), out.data(), d_ref.data(), din_ref.data(), nullptr);
+    ops().backward(l, nullptr, in.data(), out.data(), d.data(), din.data(), nullptr);
+    EXPECT_EQ(din, din_ref);
+}
+
+// The vector sigmoid against the reference's formula, and ReLU exactly, from -100 to 100.
+TEST_P(SimdLevels, SigmoidIsWithinOnePpmAndReluIsExact) {
+    const int n = 400;
+    for (Activation act : {Activation::Sigmoid, Activation::ReLU}) {
+        const Network net = NetworkBuilder("act", {1, 1, n}).fully_connected("a", n, act).loss(Loss::SquaredError).build();
+        const LayerSpec& l = net.layers[0];
+        std::vector<float> p(net.param_count, 0.0f);
+        for (int i = 0; i < n; ++i) p[l.weight_offset + static_cast<size_t>(i) * (n + 1)] = 1.0f;
+        std::vector<float> in(n), out(n);
+        double worst = 0;
+        float worst_x = 0;
+        for (int k = 0; k < 500; ++k) {
+            for (int i = 0; i < n; ++i) in[static_cast<size_t>(i)] = -100.0f + 200.0f * static_cast<float>(k * n + i) / (500.0f * n);
+            ops().forward(l, p.data(), in.data(), out.data());
+            for (size_t i = 0; i < in.size(); ++i) {
+                const double x = in[i], ref = act == Activation::ReLU ? (x > 0 ? x : 0) : 1 / (1 + std::exp(-x));
+                // Below ~1e-38 the reference's float exp overflows (0) or leaves denormals.
+                if (ref < 1e-37) continue;
+                const double err = act == Activation::ReLU ? (out[i] == ref ? 0 : 1) : std::abs(out[i] - ref) / ref;
+                if (err > worst) worst = err, worst_x = in[i];
+            }
+        }
+        EXPECT_LT(worst, 1e-6) << activation_name(act) << " at x = " << worst_x;
+    }
 }
 
 // A network that is all batched layers (the seeds' 784-200-10 MLP) through the engine:
