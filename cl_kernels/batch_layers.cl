@@ -7,7 +7,8 @@
 //                   __local memory (gpu-local)
 //   neither: __global memory only (gpu)
 //   GEMM_TM, GEMM_TN, GEMM_TK   the GEMM's tile of C per work-group and its depth per round
-//   GEMM_RM, GEMM_RN            the items' register blocks (the group is TN/RN x TM/RM items)
+//   GEMM_RM, GEMM_RN            the items' register blocks (the group is TN/RN x TM/RM items);
+//                               the host builds the file twice, with large and with small tiles
 //   CONV_LOCAL_FLOATS           the largest convolution output map's weights (gpu-local)
 //
 // Tensors are row-major, a batch's [samples][channels][height][width], a layer's output in its
@@ -16,13 +17,6 @@
 // order: no atomics, and the same inputs give the same bits.
 #ifdef LENET5_BATCH
 
-#ifndef GEMM_TM
-#define GEMM_TM 64
-#define GEMM_TN 64
-#define GEMM_TK 16
-#define GEMM_RM 4
-#define GEMM_RN 4
-#endif
 #define GEMM_TX (GEMM_TN / GEMM_RN)  // items along n
 #define GEMM_TY (GEMM_TM / GEMM_RM)  // items along m
 
@@ -336,31 +330,26 @@ __kernel void fc_backward_data_small(__global const float* in, __global const fl
 #define EPI_DELTA 2     // the delta of units with outputs E[e_off + m*c_m + n*c_n] (and activation act)
 // The sum over k runs in order 0, 1, ..., so a weight gradient (k = the samples) is deterministic.
 // A work-group computes a GEMM_TM x GEMM_TN tile of C, item (tx, ty) the rows ty + i*GEMM_TY and
-// columns tx + j*GEMM_TX of it. NDRange (ceil(N/TN)*TX, ceil(M/TM)*TY), work-group (TX, TY).
+// columns tx + j*GEMM_TX of it. Split over k (too few tiles to fill the device), work-group z
+// sums k in [z*k_len, (z+1)*k_len) into the slice C + z*c_z (mode EPI_STORE), and gemm_reduce
+// adds the slices up in order. NDRange (ceil(N/TN)*TX, ceil(M/TM)*TY, splits), work-group (TX, TY, 1).
 
-inline void gemm_store(float acc[GEMM_RM][GEMM_RN], int m0, int n0, int M, int N, __global float* C, int c_off,
-                       int c_m, int c_n, int mode, int act, __global const float* E, int e_off) {
-    for (int i = 0; i < GEMM_RM; ++i) {
-        const int m = m0 + i * GEMM_TY;
-        if (m >= M) break;
-        for (int j = 0; j < GEMM_RN; ++j) {
-            const int n = n0 + j * GEMM_TX;
-            if (n >= N) break;
-            const int at = m * c_m + n * c_n;
-            float v = acc[i][j];
-            if (mode == EPI_BIAS_ACT) v = act_forward(act, v + E[e_off + n]);
-            else if (mode == EPI_DELTA) v = delta_of(act, E[e_off + at], v);
-            C[c_off + at] = v;
-        }
-    }
+inline float epilogue(float v, int at, int n, int mode, int act, __global const float* E, int e_off) {
+    if (mode == EPI_BIAS_ACT) return act_forward(act, v + E[e_off + n]);
+    if (mode == EPI_DELTA) return delta_of(act, E[e_off + at], v);
+    return v;
 }
 
 __kernel __attribute__((reqd_work_group_size(GEMM_TX, GEMM_TY, 1))) void gemm(
-    int M, int N, int K, __global const float* A, int a_off, int a_m, int a_k, __global const float* B, int b_off,
-    int b_k, int b_n, __global float* C, int c_off, int c_m, int c_n, int mode, int act, __global const float* E,
-    int e_off) {
-    const int tx = (int)get_local_id(0), ty = (int)get_local_id(1);
+    int M, int N, int K, int k_len, __global const float* A, int a_off, int a_m, int a_k, __global const float* B,
+    int b_off, int b_k, int b_n, __global float* C, int c_off, int c_m, int c_n, int c_z, int mode, int act,
+    __global const float* E, int e_off) {
+    const int tx = (int)get_local_id(0), ty = (int)get_local_id(1), z = (int)get_group_id(2);
     const int tm = (int)get_group_id(1) * GEMM_TM, tn = (int)get_group_id(0) * GEMM_TN;
+    a_off += z * k_len * a_k;
+    b_off += z * k_len * b_k;
+    c_off += z * c_z;
+    K = min(k_len, K - z * k_len);
     float acc[GEMM_RM][GEMM_RN];
     for (int i = 0; i < GEMM_RM; ++i)
         for (int j = 0; j < GEMM_RN; ++j) acc[i][j] = 0.0f;
@@ -368,7 +357,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_TX, GEMM_TY, 1))) void gemm(
     // Each round stages a TM x TK slice of A and a TK x TN slice of B (zeros outside the matrices),
     // loaded along whichever dimension is contiguous in memory.
     __local float As[GEMM_TK][GEMM_TM + 1];
-    __local float Bs[GEMM_TK][GEMM_TN];
+    __local float Bs[GEMM_TK][GEMM_TN + 1];
     const int lid = ty * GEMM_TX + tx;
     for (int k0 = 0; k0 < K; k0 += GEMM_TK) {
         for (int e = lid; e < GEMM_TM * GEMM_TK; e += GEMM_TX * GEMM_TY) {
@@ -377,7 +366,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_TX, GEMM_TY, 1))) void gemm(
             As[kk][mm] = m < M && k < K ? A[a_off + m * a_m + k * a_k] : 0.0f;
         }
         for (int e = lid; e < GEMM_TN * GEMM_TK; e += GEMM_TX * GEMM_TY) {
-            const int nn = b_n == 1 ? e % GEMM_TN : e / GEMM_TK, kk = b_n == 1 ? e / GEMM_TN : e % GEMM_TK;
+            const int nn = b_k == 1 ? e / GEMM_TK : e % GEMM_TN, kk = b_k == 1 ? e % GEMM_TK : e / GEMM_TN;
             const int n = tn + nn, k = k0 + kk;
             Bs[kk][nn] = n < N && k < K ? B[b_off + k * b_k + n * b_n] : 0.0f;
         }
@@ -405,7 +394,28 @@ __kernel __attribute__((reqd_work_group_size(GEMM_TX, GEMM_TY, 1))) void gemm(
             for (int j = 0; j < GEMM_RN; ++j) acc[i][j] = mad(a[i], b[j], acc[i][j]);
     }
 #endif
-    gemm_store(acc, tm + ty, tn + tx, M, N, C, c_off, c_m, c_n, mode, act, E, e_off);
+    for (int i = 0; i < GEMM_RM; ++i) {
+        const int m = tm + ty + i * GEMM_TY;
+        if (m >= M) break;
+        for (int j = 0; j < GEMM_RN; ++j) {
+            const int n = tn + tx + j * GEMM_TX;
+            if (n >= N) break;
+            const int at = m * c_m + n * c_n;
+            C[c_off + at] = epilogue(acc[i][j], at, n, mode, act, E, e_off);
+        }
+    }
+}
+
+// C[c_off + m*c_m + n*c_n] = the epilogue of the sum of the split GEMM's slices part[z][m][n], z in
+// order. NDRange (round_up(M*N, WG)).
+__kernel void gemm_reduce(__global const float* part, int splits, int M, int N, __global float* C, int c_off, int c_m,
+                          int c_n, int mode, int act, __global const float* E, int e_off) {
+    const int e = (int)get_global_id(0);
+    if (e >= M * N) return;
+    float sum = 0.0f;
+    for (int z = 0; z < splits; ++z) sum += part[(size_t)z * M * N + e];
+    const int m = e / N, n = e % N, at = m * c_m + n * c_n;
+    C[c_off + at] = epilogue(sum, at, n, mode, act, E, e_off);
 }
 
 #endif  // LENET5_BATCH

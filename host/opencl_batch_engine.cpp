@@ -18,10 +18,19 @@ size_t floor_pow2(size_t n) {
     return p;
 }
 
-// The GEMM's tile (batch_layers.cl): GEMM_TM x GEMM_TN of C per work-group, GEMM_TK deep per
-// round, each item a GEMM_RM x GEMM_RN block.
-constexpr int kTileM = 64, kTileN = 64, kTileK = 16, kRegM = 4, kRegN = 4;
-constexpr int kGemmX = kTileN / kRegN, kGemmY = kTileM / kRegM;
+// The GEMM's tiles (batch_layers.cl): tm x tn of C per work-group, tk deep per round, each item a
+// rm x rn block; 256 items either way. Small tiles for C with few rows (a small batch's forward
+// and input gradients), where the large ones would mostly compute padding.
+struct GemmTiles {
+    int tm, tn, tk, rm, rn;
+    int items_n() const { return tn / rn; }
+    int items_m() const { return tm / rm; }
+};
+constexpr GemmTiles kLargeTiles{128, 128, 16, 8, 8}, kSmallTiles{16, 64, 16, 1, 4};
+constexpr int kSmallRows = 32;  // C with at most this many rows takes the small tiles
+
+// A split GEMM's slices are at least this deep.
+constexpr int kMinSplitDepth = 256;
 
 // batch_layers.cl's GEMM epilogues.
 constexpr int kStore = 0, kBiasAct = 1, kDelta = 2;
@@ -58,9 +67,11 @@ OpenCLBatchEngine::OpenCLBatchEngine(Network net, MemoryVariant memory, const Op
         const size_t limit = std::min(dev.getInfo<CL_DEVICE_MAX_WORK_GROUP_SIZE>(),
                                       dev.getInfo<CL_DEVICE_MAX_WORK_ITEM_SIZES>()[0]);
         wg_ = floor_pow2(std::min(size_t{256}, limit));
-        if (static_cast<size_t>(kGemmX * kGemmY) > dev.getInfo<CL_DEVICE_MAX_WORK_GROUP_SIZE>())
-            throw Error("the batch-level GEMM needs work-groups of " + std::to_string(kGemmX * kGemmY) + " items; " +
-                        device_.name + " allows " + std::to_string(limit));
+        for (const GemmTiles& t : {kLargeTiles, kSmallTiles})
+            if (static_cast<size_t>(t.items_n() * t.items_m()) > dev.getInfo<CL_DEVICE_MAX_WORK_GROUP_SIZE>())
+                throw Error("the batch-level GEMM needs work-groups of " + std::to_string(t.items_n() * t.items_m()) +
+                            " items; " + device_.name + " allows " + std::to_string(limit));
+        compute_units_ = dev.getInfo<CL_DEVICE_MAX_COMPUTE_UNITS>();
         build_program();
 
         const size_t bytes = layout_.size() * sizeof(float);
@@ -114,7 +125,7 @@ OpenCLBatchEngine::OpenCLBatchEngine(Network net, MemoryVariant memory, const Op
         image_to_input(all.data(), 1, 256, Shape{1, 1, 256}, values.data());
         byte_values_ = cl::Buffer(context_, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, 256 * sizeof(float), values.data());
         const size_t n = layout_.size();
-        update_ = {{kernel("batch_sgd", params_, velocity_, grads_, as_int(n), 0.0f, 0.0f, 0.0f),
+        update_ = {{kernel(program_, "batch_sgd", params_, velocity_, grads_, as_int(n), 0.0f, 0.0f, 0.0f),
                     cl::NDRange(round_up(n, wg_)), cl::NDRange(wg_), "batch_sgd"}};
         set_params(std::vector<float>(net_.param_count, 0.0f));
     });
@@ -149,20 +160,22 @@ void OpenCLBatchEngine::build_program() {
                                                             : "";
     // LENET5_CL_OPTIONS: extra options for the OpenCL compiler, for experiments (as OpenCLEngine).
     const char* env = std::getenv("LENET5_CL_OPTIONS");
-    const std::string options =
-        std::string("-cl-std=CL1.2 -DLENET5_BATCH") + memory + " -DCONV_LOCAL_FLOATS=" + std::to_string(conv_local) +
-        " -DGEMM_TM=" + std::to_string(kTileM) + " -DGEMM_TN=" + std::to_string(kTileN) +
-        " -DGEMM_TK=" + std::to_string(kTileK) + " -DGEMM_RM=" + std::to_string(kRegM) +
-        " -DGEMM_RN=" + std::to_string(kRegN) + (env && *env ? std::string(" ") + env : "");
-    program_ = lenet5::build_program(context_, dev,
-                                     kernel_file("data.cl") + kernel_file("batch_layers.cl"),
-                                     options);
+    const std::string options = std::string("-cl-std=CL1.2 -DLENET5_BATCH") + memory +
+                                " -DCONV_LOCAL_FLOATS=" + std::to_string(conv_local) + (env && *env ? std::string(" ") + env : "");
+    auto tiles = [](const GemmTiles& t) {
+        return " -DGEMM_TM=" + std::to_string(t.tm) + " -DGEMM_TN=" + std::to_string(t.tn) +
+               " -DGEMM_TK=" + std::to_string(t.tk) + " -DGEMM_RM=" + std::to_string(t.rm) +
+               " -DGEMM_RN=" + std::to_string(t.rn);
+    };
+    const std::string source = kernel_file("data.cl") + kernel_file("batch_layers.cl");
+    program_ = lenet5::build_program(context_, dev, source, options + tiles(kLargeTiles));
+    small_gemm_ = lenet5::build_program(context_, dev, source, options + tiles(kSmallTiles));
 }
 
 template <class... Args>
-cl::Kernel OpenCLBatchEngine::kernel(const char* name, const Args&... args) {
+cl::Kernel OpenCLBatchEngine::kernel(const cl::Program& program, const char* name, const Args&... args) {
     try {
-        cl::Kernel k(program_, name);
+        cl::Kernel k(program, name);
         cl_uint index = 0;
         (k.setArg(index++, args), ...);
         return k;
@@ -171,15 +184,42 @@ cl::Kernel OpenCLBatchEngine::kernel(const char* name, const Args&... args) {
     }
 }
 
+// C = A B with the epilogue `mode` (batch_layers.cl's gemm). When its tiles are too few to give
+// every compute unit two, the sum over k is split into slices, each written to a scratch buffer,
+// and gemm_reduce adds them up in order.
 void OpenCLBatchEngine::gemm(std::vector<Launch>& into, const std::string& name, int M, int N, int K,
                              const cl::Buffer& A, int a_off, int a_m, int a_k, const cl::Buffer& B, int b_off, int b_k,
                              int b_n, const cl::Buffer& C, int c_off, int c_m, int c_n, int mode, int act,
                              const cl::Buffer& E, int e_off) {
-    const size_t tiles_n = (static_cast<size_t>(N) + kTileN - 1) / kTileN;
-    const size_t tiles_m = (static_cast<size_t>(M) + kTileM - 1) / kTileM;
-    into.push_back({kernel("gemm", M, N, K, A, a_off, a_m, a_k, B, b_off, b_k, b_n, C, c_off, c_m, c_n, mode, act, E,
-                           e_off),
-                    cl::NDRange(tiles_n * kGemmX, tiles_m * kGemmY), cl::NDRange(kGemmX, kGemmY), name});
+    const bool small = M <= kSmallRows;
+    const GemmTiles& t = small ? kSmallTiles : kLargeTiles;
+    const size_t tiles_n = (static_cast<size_t>(N) + t.tn - 1) / t.tn;
+    const size_t tiles_m = (static_cast<size_t>(M) + t.tm - 1) / t.tm;
+    const size_t tiles = tiles_n * tiles_m, want = 2 * compute_units_;
+    size_t splits = 1, k_len = static_cast<size_t>(K);
+    if (tiles < want) {
+        splits = std::min((want + tiles - 1) / tiles, (k_len + kMinSplitDepth - 1) / kMinSplitDepth);
+        k_len = round_up((k_len + splits - 1) / splits, static_cast<size_t>(t.tk));
+        splits = (static_cast<size_t>(K) + k_len - 1) / k_len;
+    }
+    const cl::Program& program = small ? small_gemm_ : program_;
+    const cl::NDRange global(tiles_n * t.items_n(), tiles_m * t.items_m(), splits),
+        local(t.items_n(), t.items_m(), 1);
+    auto launch = [&](const cl::Buffer& out, int off, int o_m, int o_n, int o_z, int o_mode) {
+        into.push_back({kernel(program, "gemm", M, N, K, as_int(k_len), A, a_off, a_m, a_k, B, b_off, b_k, b_n, out,
+                               off, o_m, o_n, o_z, o_mode, act, E, e_off),
+                        global, local, name});
+    };
+    if (splits == 1) {
+        launch(C, c_off, c_m, c_n, 0, mode);
+        return;
+    }
+    const size_t slice = static_cast<size_t>(M) * static_cast<size_t>(N);
+    scratch_.emplace_back(context_, CL_MEM_READ_WRITE, splits * slice * sizeof(float));
+    launch(scratch_.back(), 0, N, 1, as_int(slice), kStore);
+    into.push_back({kernel(program_, "gemm_reduce", scratch_.back(), as_int(splits), M, N, C, c_off, c_m, c_n, mode,
+                           act, E, e_off),
+                    cl::NDRange(round_up(slice, wg_)), cl::NDRange(wg_), name + " (reduce)"});
 }
 
 // The launches of one layer for batches of `count` samples: its forward into forward_, its
@@ -202,46 +242,46 @@ void OpenCLBatchEngine::plan_layer(size_t k, int count) {
     switch (l.kind) {
         case LayerKind::Conv: {
             const int weights = as_int(l.weight_count);
-            forward_.push_back({kernel("conv_forward", X, Y, d.weights, d.bias, d.conn_begin, d.conn_in, IC, IH, IW, OC,
+            forward_.push_back({kernel(program_, "conv_forward", X, Y, d.weights, d.bias, d.conn_begin, d.conn_in, IC, IH, IW, OC,
                                        OH, OW, K, S, P, act),
                                 rows_of(OH * OW, n * OC, wg), group, l.name + " conv_forward"});
-            back.push_back({kernel("conv_partials", X, D, partials_, d.conn_out, d.conn_in, weights, IC, IH, IW, OC, OH,
+            back.push_back({kernel(program_, "conv_partials", X, D, partials_, d.conn_out, d.conn_in, weights, IC, IH, IW, OC, OH,
                                    OW, K, S, P),
                             rows_of(weights + OC, n, wg), group, l.name + " conv_partials"});
-            back.push_back({kernel("sum_rows", partials_, count, weights + OC, weights, grads_, w_off, b_off),
+            back.push_back({kernel(program_, "sum_rows", partials_, count, weights + OC, weights, grads_, w_off, b_off),
                             cl::NDRange(round_up(weights + OC, wg)), cl::NDRange(wg), l.name + " sum_rows"});
             if (!first)
-                back.push_back({kernel("conv_backward_data", X, D, Dp, d.weights, d.in_begin, d.in_conn, d.conn_out, IC,
+                back.push_back({kernel(program_, "conv_backward_data", X, D, Dp, d.weights, d.in_begin, d.in_conn, d.conn_out, IC,
                                        IH, IW, OC, OH, OW, K, S, P, in_act),
                                 rows_of(IH * IW, n * IC, wg), group, l.name + " conv_backward_data"});
             break;
         }
         case LayerKind::Subsample:
             forward_.push_back(
-                {kernel("subsample_forward", X, Y, d.weights, d.bias, OC, IH, IW, OH, OW, K, act),
+                {kernel(program_, "subsample_forward", X, Y, d.weights, d.bias, OC, IH, IW, OH, OW, K, act),
                  rows_of(OH * OW, n * OC, wg), group, l.name + " subsample_forward"});
-            back.push_back({kernel("subsample_partials", X, D, partials_, OC, IH, IW, OH, OW, K),
+            back.push_back({kernel(program_, "subsample_partials", X, D, partials_, OC, IH, IW, OH, OW, K),
                             rows_of(2 * OC, n, wg), group, l.name + " subsample_partials"});
-            back.push_back({kernel("sum_rows", partials_, count, 2 * OC, OC, grads_, w_off, b_off),
+            back.push_back({kernel(program_, "sum_rows", partials_, count, 2 * OC, OC, grads_, w_off, b_off),
                             cl::NDRange(round_up(2 * OC, wg)), cl::NDRange(wg), l.name + " sum_rows"});
             if (!first)
-                back.push_back({kernel("subsample_backward_data", X, D, Dp, d.weights, OC, IH, IW, OH, OW, K, in_act),
+                back.push_back({kernel(program_, "subsample_backward_data", X, D, Dp, d.weights, OC, IH, IW, OH, OW, K, in_act),
                                 rows_of(IH * IW, n * IC, wg), group, l.name + " subsample_backward_data"});
             break;
         case LayerKind::MaxPool:
         case LayerKind::AvgPool: {
             const int is_max = l.kind == LayerKind::MaxPool;
-            forward_.push_back({kernel("pool_forward", X, Y, IH, IW, OH, OW, K, S, is_max, act),
+            forward_.push_back({kernel(program_, "pool_forward", X, Y, IH, IW, OH, OW, K, S, is_max, act),
                                 rows_of(OH * OW, n * OC, wg), group, l.name + " pool_forward"});
             if (!first)
-                back.push_back({kernel("pool_backward_data", X, D, Dp, IH, IW, OH, OW, K, S, is_max, in_act),
+                back.push_back({kernel(program_, "pool_backward_data", X, D, Dp, IH, IW, OH, OW, K, S, is_max, in_act),
                                 rows_of(IH * IW, n * IC, wg), group, l.name + " pool_backward_data"});
             break;
         }
         case LayerKind::FullyConnected: {
             const int I = l.in.size(), O = l.out.size();
             if (d.constant_fc)
-                forward_.push_back({kernel("fc_forward_small", X, Y, d.weights, d.bias, count, I, O, act),
+                forward_.push_back({kernel(program_, "fc_forward_small", X, Y, d.weights, d.bias, count, I, O, act),
                                     rows_of(n, static_cast<size_t>(O), wg), group, l.name + " fc_forward_small"});
             else  // Y [count][O] = X [count][I] W^T, W [O][I]
                 gemm(forward_, l.name + " gemm forward", count, O, I, X, 0, I, 1, params_, w_off, 1, I, Y, 0, O, 1,
@@ -249,11 +289,11 @@ void OpenCLBatchEngine::plan_layer(size_t k, int count) {
             // dW [O][I] = D^T [O][count] X [count][I]: the sum over the samples in order.
             gemm(back, l.name + " gemm weights", O, I, count, D, 0, 1, O, X, 0, I, 1, grads_, w_off, I, 1, kStore, 0,
                  grads_, 0);
-            back.push_back({kernel("sum_rows", D, count, O, 0, grads_, 0, b_off), cl::NDRange(round_up(O, wg)),
+            back.push_back({kernel(program_, "sum_rows", D, count, O, 0, grads_, 0, b_off), cl::NDRange(round_up(O, wg)),
                             cl::NDRange(wg), l.name + " sum_rows"});
             if (!first) {
                 if (d.constant_fc)
-                    back.push_back({kernel("fc_backward_data_small", X, D, Dp, d.weights, count, I, O, in_act),
+                    back.push_back({kernel(program_, "fc_backward_data_small", X, D, Dp, d.weights, count, I, O, in_act),
                                     rows_of(n, static_cast<size_t>(I), wg), group, l.name + " fc_backward_data_small"});
                 else  // Dp [count][I] = D [count][O] W [O][I], times the activation's derivative
                     gemm(back, l.name + " gemm data", count, I, O, D, 0, O, 1, params_, w_off, I, 1, Dp, 0, I, 1,
@@ -291,12 +331,13 @@ void OpenCLBatchEngine::plan(int count) {
     }
     forward_.clear();
     backward_.clear();
+    scratch_.clear();
     const size_t n = static_cast<size_t>(count);
-    forward_.push_back({kernel("gather_inputs", cl::Buffer(), cl::Buffer(), 0, net_.input.size(), acts_[0]),
+    forward_.push_back({kernel(program_, "gather_inputs", cl::Buffer(), cl::Buffer(), 0, net_.input.size(), acts_[0]),
                         rows_of(static_cast<size_t>(net_.input.size()), n, wg_), cl::NDRange(wg_, 1), "gather_inputs"});
     for (size_t k = 0; k < L; ++k) plan_layer(k, count);
     const LayerSpec& last = net_.layers.back();
-    forward_.push_back({kernel("batch_loss", acts_[L], cl::Buffer(), cl::Buffer(), 0, count, net_.classes,
+    forward_.push_back({kernel(program_, "batch_loss", acts_[L], cl::Buffer(), cl::Buffer(), 0, count, net_.classes,
                                static_cast<int>(net_.loss == Loss::SquaredError), static_cast<int>(last.activation),
                                1.0f / static_cast<float>(count), deltas_[L - 1], losses_, hits_, 0),
                         cl::NDRange(round_up(n, wg_)), cl::NDRange(wg_), "batch_loss"});
@@ -349,7 +390,7 @@ void OpenCLBatchEngine::upload(Split split, const Dataset& data) {
         write(d.labels, data.labels.data(), count);
         cl::Event converted;
         queue_.enqueueNDRangeKernel(
-            kernel("images_to_inputs", bytes, data.rows, data.cols, byte_values_, d.inputs, in.h, in.w), cl::NullRange,
+            kernel(program_, "images_to_inputs", bytes, data.rows, data.cols, byte_values_, d.inputs, in.h, in.w), cl::NullRange,
             cl::NDRange(round_up(static_cast<size_t>(in.h * in.w), wg_), count), cl::NDRange(wg_, 1), nullptr,
             &converted);
         spans_.push_back({converted, converted, Phase::Transfer});

@@ -85,15 +85,17 @@ private:
     std::vector<float> read_flat(const cl::Buffer& buffer);
     void collect_counters();
     template <class... Args>
-    cl::Kernel kernel(const char* name, const Args&... args);
+    cl::Kernel kernel(const cl::Program& program, const char* name, const Args&... args);
 
     Network net_;
     MemoryVariant memory_;
     OpenCLDevice device_;
     cl::Context context_;
     cl::CommandQueue queue_;
-    cl::Program program_;
-    size_t wg_ = 0;  // work-group size of the element-wise kernels
+    cl::Program program_;     // every kernel, the GEMM with large tiles
+    cl::Program small_gemm_;  // the GEMM with small tiles
+    size_t wg_ = 0;           // work-group size of the element-wise kernels
+    size_t compute_units_ = 1;
     DeviceLayout layout_;
     std::vector<LayerData> layers_;
 
@@ -108,6 +110,7 @@ private:
     // partials_: each sample's share of a convolution's or subsampling's gradients.
     std::vector<cl::Buffer> acts_, deltas_;
     cl::Buffer partials_;
+    std::vector<cl::Buffer> scratch_;  // the split GEMMs' slices
     int capacity_ = 0, planned_ = 0, count_ = 0;
     bool last_was_train_ = false;
     std::vector<Launch> forward_, backward_, update_;  // for batches of planned_ samples
