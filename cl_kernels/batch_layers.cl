@@ -180,19 +180,22 @@ __kernel void conv_backward_data(__global const float* in, __global const float*
     din[at] = delta_of(in_act, in[at], sum);
 }
 
-// Sample s's share of the weight and bias gradients: part[s][e], e < weights: weight e (connection
-// e / (K*K)), else the bias of map e - weights. NDRange (round_up(weights + OC, WG), count).
+// A share of the weight and bias gradients: the output rows [c*rows, (c+1)*rows) of sample s
+// (share r = s*chunks + c, where chunks = ceil(OH / rows)), part[r][e]: e < weights: weight e
+// (connection e / (K*K)), else the bias of map e - weights. Small batches split each sample into
+// chunks, so that there are enough items. NDRange (round_up(weights + OC, WG), count*chunks).
 __kernel void conv_partials(__global const float* in, __global const float* d, __global float* part,
                             __global const int* conn_out, __global const int* conn_in, int weights, int IC, int IH,
-                            int IW, int OC, int OH, int OW, int K, int S, int P) {
-    const int e = (int)get_global_id(0), s = (int)get_global_id(1);
+                            int IW, int OC, int OH, int OW, int K, int S, int P, int rows) {
+    const int e = (int)get_global_id(0), r = (int)get_global_id(1);
     if (e >= weights + OC) return;
+    const int chunks = (OH + rows - 1) / rows, s = r / chunks, y0 = r % chunks * rows, y1 = min(OH, y0 + rows);
     float sum = 0.0f;
     if (e < weights) {
         const int j = e / (K * K), ky = e % (K * K) / K, kx = e % K;
         __global const float* src = in + ((size_t)s * IC + conn_in[j]) * IH * IW;
         __global const float* dj = d + ((size_t)s * OC + conn_out[j]) * OH * OW;
-        for (int y = 0; y < OH; ++y) {
+        for (int y = y0; y < y1; ++y) {
             const int iy = y * S + ky - P;
             if (iy < 0 || iy >= IH) continue;
             for (int x = 0; x < OW; ++x) {
@@ -202,9 +205,9 @@ __kernel void conv_partials(__global const float* in, __global const float* d, _
         }
     } else {
         __global const float* dj = d + ((size_t)s * OC + e - weights) * OH * OW;
-        for (int p = 0; p < OH * OW; ++p) sum += dj[p];
+        for (int p = y0 * OW; p < y1 * OW; ++p) sum += dj[p];
     }
-    part[(size_t)s * (weights + OC) + e] = sum;
+    part[(size_t)r * (weights + OC) + e] = sum;
 }
 
 // ---- trainable subsampling: out[c][y][x] = act(coef[c] * (sum of the KxK window) + b[c]).

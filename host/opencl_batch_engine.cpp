@@ -29,6 +29,9 @@ struct GemmTiles {
 constexpr GemmTiles kLargeTiles{128, 128, 16, 8, 8}, kSmallTiles{16, 64, 16, 1, 4};
 constexpr int kSmallRows = 32;  // C with at most this many rows takes the small tiles
 
+// Items per compute unit that a convolution's gradient shares should give (conv_partials).
+constexpr size_t kPartialItems = 2048;
+
 // A split GEMM's slices are at least this deep.
 constexpr int kMinSplitDepth = 256;
 
@@ -242,13 +245,20 @@ void OpenCLBatchEngine::plan_layer(size_t k, int count) {
     switch (l.kind) {
         case LayerKind::Conv: {
             const int weights = as_int(l.weight_count);
+            // Output rows per gradient share: whole samples, unless that leaves the device short of items.
+            const size_t per_share = static_cast<size_t>(weights + OC);
+            const size_t want_chunks = (kPartialItems * compute_units_ + n * per_share - 1) / (n * per_share);
+            const size_t chunks_wanted = std::clamp<size_t>(want_chunks, 1, static_cast<size_t>(OH));
+            const int rows = as_int((static_cast<size_t>(OH) + chunks_wanted - 1) / chunks_wanted);
+            const size_t shares = n * static_cast<size_t>((OH + rows - 1) / rows);
             forward_.push_back({kernel(program_, "conv_forward", X, Y, d.weights, d.bias, d.conn_begin, d.conn_in, IC, IH, IW, OC,
                                        OH, OW, K, S, P, act),
                                 rows_of(OH * OW, n * OC, wg), group, l.name + " conv_forward"});
             back.push_back({kernel(program_, "conv_partials", X, D, partials_, d.conn_out, d.conn_in, weights, IC, IH, IW, OC, OH,
-                                   OW, K, S, P),
-                            rows_of(weights + OC, n, wg), group, l.name + " conv_partials"});
-            back.push_back({kernel(program_, "sum_rows", partials_, count, weights + OC, weights, grads_, w_off, b_off),
+                                   OW, K, S, P, rows),
+                            rows_of(weights + OC, shares, wg), group, l.name + " conv_partials"});
+            back.push_back({kernel(program_, "sum_rows", partials_, as_int(shares), weights + OC, weights, grads_, w_off,
+                                   b_off),
                             cl::NDRange(round_up(weights + OC, wg)), cl::NDRange(wg), l.name + " sum_rows"});
             if (!first)
                 back.push_back({kernel(program_, "conv_backward_data", X, D, Dp, d.weights, d.in_begin, d.in_conn, d.conn_out, IC,
@@ -323,8 +333,9 @@ void OpenCLBatchEngine::plan(int count) {
             deltas_[k - 1] = cl::Buffer(context_, CL_MEM_READ_WRITE, size * sizeof(float));
             queue_.enqueueFillBuffer(deltas_[k - 1], nan, 0, size * sizeof(float));
             const LayerSpec& l = net_.layers[k - 1];
-            if (l.kind == LayerKind::Conv || l.kind == LayerKind::Subsample)
-                partial = std::max(partial, l.weight_count + l.bias_count);
+            if (l.kind == LayerKind::Conv)  // up to one share per output row (plan_layer)
+                partial = std::max(partial, static_cast<size_t>(l.out.h) * (l.weight_count + l.bias_count));
+            if (l.kind == LayerKind::Subsample) partial = std::max(partial, l.weight_count + l.bias_count);
         }
         partials_ = cl::Buffer(context_, CL_MEM_READ_WRITE, n * partial * sizeof(float));
         capacity_ = count;

@@ -107,7 +107,7 @@ private:
     bool order_set_ = false;
 
     // acts_[0]: the batch's inputs, acts_[k + 1]: layer k's outputs; deltas_[k]: layer k's deltas;
-    // partials_: each sample's share of a convolution's or subsampling's gradients.
+    // partials_: the gradient shares of a convolution (per sample or part of one) or subsampling (per sample).
     std::vector<cl::Buffer> acts_, deltas_;
     cl::Buffer partials_;
     std::vector<cl::Buffer> scratch_;  // the split GEMMs' slices
