@@ -60,7 +60,7 @@ std::unique_ptr<Engine> make_opencl_engine(const Network& net, const std::string
         // A broken cache costs the tuning, not the run.
         const std::string cache = default_tuning_path();
         try {
-            const TuningKey key{dev.platform_name, dev.name, dev.driver, variant, batch};
+            const TuningKey key{dev.platform_name, dev.name, dev.driver, variant, batch, net.name};
             if (const auto tuned = find_tuned_group(read_tuning(cache), key)) {
                 group = *tuned;
                 origin = "tuned";

@@ -91,10 +91,11 @@ std::string eval_report_json(const EvalResult& r, const std::string& model, cons
 }
 
 void print_models(std::ostream& out) {
+    const TrainOptions no_flags;
     for (const auto& [name, text] : builtin_models()) {
         const Model m = parse_model(text, "models/" + name + ".net");
         const Network& net = m.net;
-        const TrainSettings s = resolve_settings(TrainOptions{}, m.recipe);
+        const TrainSettings s = resolve_settings(no_flags, m.recipe);
         out << name << ": " << net.param_count << " parameters, " << loss_name(net.loss) << " loss; batch " << s.batch
             << ", lr " << s.lr << ", lr-decay " << s.lr_decay << ", momentum " << s.momentum << ", weight-decay "
             << s.weight_decay << ", " << s.epochs << (s.epochs == 1 ? " epoch\n" : " epochs\n");

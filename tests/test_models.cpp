@@ -70,7 +70,8 @@ TEST(Models, RecipeSetsDefaultsAndFlagsOverride) {
     EXPECT_FLOAT_EQ(s.lr, 0.5f);
     EXPECT_EQ(s.epochs, 1);  // still the model's
     // A model without a train line gets LeNet-5's defaults.
-    s = resolve_settings(TrainOptions{}, parse_model(kHead + "fc out units=10\n", "m.net").recipe);
+    const TrainOptions no_flags;
+    s = resolve_settings(no_flags, parse_model(kHead + "fc out units=10\n", "m.net").recipe);
     EXPECT_EQ(s.batch, 64);
     EXPECT_EQ(s.epochs, 10);
 }
