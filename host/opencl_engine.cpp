@@ -30,6 +30,9 @@ constexpr int kLanes = 32;
 // A batch-1 training step's phases are timed once in this many steps.
 constexpr int kTimeEvery = 16;
 
+// The kernels that run one work-group of SG items per sample.
+constexpr const char* kSampleKernels[] = {"forward_samples", "backward_samples", "step_samples"};
+
 }  // namespace
 
 OpenCLEngine::OpenCLEngine(Network net, MemoryVariant memory, const OpenCLDevice& device, int group,
@@ -106,7 +109,7 @@ void OpenCLEngine::build_program(int group) {
                                  static_cast<int>(wg_ / grad_params_));
         program_ = lenet5::build_program(context_, dev, sample_.source + opencl_kernel_source(), options);
         size_t allowed = std::numeric_limits<size_t>::max();
-        for (const char* name : {"forward_samples", "backward_samples", "step_samples"})
+        for (const char* name : kSampleKernels)
             allowed = std::min(allowed, cl::Kernel(program_, name).getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(dev));
         if (allowed >= static_cast<size_t>(group)) break;
         // NVIDIA's driver reports 256 for every kernel, even a trivial one, yet runs the larger
@@ -115,7 +118,7 @@ void OpenCLEngine::build_program(int group) {
         group = static_cast<int>(floor_pow2(allowed));
     }
     group_ = static_cast<size_t>(group);
-    for (const char* name : {"forward_samples", "backward_samples", "step_samples"}) check_local_memory(cl::Kernel(program_, name));
+    for (const char* name : kSampleKernels) check_local_memory(cl::Kernel(program_, name));
     if (memory_ != MemoryVariant::Constant) return;
     const size_t bytes = sample_.run_floats * sizeof(float);
     const cl_ulong limit = dev.getInfo<CL_DEVICE_MAX_CONSTANT_BUFFER_SIZE>();
@@ -159,8 +162,8 @@ void OpenCLEngine::plan_batch(int capacity) {
                 true, 0, -1, "forward_samples"};
     backward_ = {kernel("backward_samples", acts_, deltas_, partials_, params_, run_params_), true, 0, -1,
                  "backward_samples"};
-    step_ = {kernel("step_samples", cl::Buffer(), cl::Buffer(), cl::Buffer(), 0, 1.0f, acts_, deltas_, losses_, hits_, 0,
-                    params_, run_params_, partials_),
+    step_ = {kernel("step_samples", cl::Buffer(), cl::Buffer(), cl::Buffer(), 0, 1.0f, acts_, deltas_, losses_,
+                    hits_, 0, params_, run_params_, partials_),
              true, 0, -1, "step_samples"};
     if (!local) {
         forward_.kernel.setArg(12, work_);
@@ -174,7 +177,7 @@ void OpenCLEngine::plan_batch(int capacity) {
         sums_ = cl::Buffer(context_, CL_MEM_READ_WRITE, gradients_.global * sizeof(float));
         gradients_.kernel.setArg(5, sums_);
     }
-    // The learning rate and momentum are set by update().
+    // The learning rate, momentum and weight decay are set by update().
     gradients_sgd_ = {kernel("gradients_sgd", acts_, deltas_, partials_, grads_, params_, velocity_, 0.0f, 0.0f, 0.0f),
                       false, layout_.size(), -1, "gradients_sgd"};
 }
