@@ -2,6 +2,8 @@
 // of per-sample layer operations, optionally spread over threads.
 #pragma once
 #include <chrono>
+#include <utility>
+#include <vector>
 
 #include "engine.h"
 #include "host_ops.h"
@@ -10,11 +12,15 @@ namespace lenet5 {
 
 class HostEngine : public Engine {
 public:
-    // threads > 1 splits each batch into contiguous slices, one per thread, each
-    // with its own gradient buffer; the buffers are summed in thread order, so a
-    // run is deterministic for a given thread count. A thread runs its slice one
-    // sample at a time through the network, except the tail of layers the ops
-    // batch (HostOps::batched), which it runs over the whole slice at once.
+    // threads > 1 cuts the work into parts, one per thread. Part p takes a contiguous
+    // slice of the batch, with its own gradient buffer (the buffers are summed in part
+    // order), and runs it one sample at a time through the network, except the tail of
+    // layers the ops batch (HostOps::batched), which it runs over the whole slice at once.
+    // A tail layer with a large matrix (kSplitWeights) is instead split by rows: part p
+    // runs a block of its rows over the whole batch and writes those rows' gradients into
+    // the shared buffer (one copy of a large gradient, not one per thread); the parts'
+    // shares of its input gradient are summed in part order. So a run is deterministic
+    // for a given thread count.
     HostEngine(Network net, std::string variant, const HostOps& ops, int threads);
 
     std::string variant() const override { return variant_; }
@@ -42,6 +48,22 @@ private:
     using Clock = std::chrono::steady_clock;
     static double ms_since(Clock::time_point t0);
     void reserve(int count);
+    void forward_head(const Dataset& data, const int32_t* order, int first, int begin, int end);
+    void backward_head(int part, const float* d, size_t dsize, float* g);
+
+    // Rows [o0, o0 + rows) of a split tail layer, as a fully connected layer of its own.
+    struct Slice {
+        LayerSpec spec;
+        int o0 = 0, rows = 0;
+    };
+    // A tail layer is split by rows from this many weights on (24 MB for 6.4 M, the CNN's F1;
+    // LeNet-5's and the MLP's are below): per-thread copies of such a gradient cost more
+    // memory traffic than the threads win, and its work per sample dwarfs a barrier.
+    static constexpr size_t kSplitWeights = size_t{1} << 20;
+    bool split_rows(size_t k) const { return k >= tail_ && net_.layers[k].weight_count >= kSplitWeights && threads_ > 1; }
+    int parts(int count) const;
+    const Slice& slice(size_t k, int part) const { return slices_[(k - tail_) * static_cast<size_t>(threads_) + static_cast<size_t>(part)]; }
+    float* part_out(size_t k, int part) { return part_out_[(k - tail_) * static_cast<size_t>(threads_) + static_cast<size_t>(part)].data(); }
 
     Network net_;
     std::string variant_;
@@ -49,10 +71,15 @@ private:
     int threads_;
 
     std::vector<float> params_, velocity_, grads_;
-    std::vector<std::vector<float>> thread_grads_;  // threads 1.. (thread 0 adds into grads_)
-    std::vector<std::vector<float>> scratch_;       // per thread: two layer-sized buffers
-    size_t tail_ = 0;                               // layers tail_.. run batched over a slice
-    std::vector<std::vector<float>> tail_grads_;    // per thread: two [slice][size] buffers for the tail
+    std::vector<std::vector<float>> part_grads_;  // parts 1..: gradients (part 0 adds into grads_)
+    std::vector<std::pair<size_t, size_t>> summed_;  // the parameter ranges of layers not split
+    std::vector<std::vector<float>> scratch_;     // per part: two layer-sized buffers
+    size_t tail_ = 0;                             // layers tail_.. run batched, split by rows
+    std::vector<Slice> slices_;                   // [tail layer][part]
+    std::vector<std::vector<float>> part_out_;    // [tail layer][part]: its rows' outputs, [count][rows]
+    std::vector<std::vector<float>> part_d_;      // per part: its samples' or rows' output gradient of a tail layer
+    std::vector<std::vector<float>> part_din_;    // parts 1..: their share of a layer's input gradient
+    std::vector<float> dtail_[2];                 // the tail's input gradients, [count][size], ping-pong
     // acts_[0] is the input, acts_[k+1] layer k's output; [capacity][size] each.
     std::vector<std::vector<float>> acts_;
     std::vector<float> dlogits_, losses_;
