@@ -31,16 +31,24 @@ PY
 ./build-fuzz/lenet5 train --variant cpu --epochs 1 --train-limit 64 --test-limit 10 --data "$data" \
     --save "$corpus/checkpoint/seed.ck" >/dev/null
 
-status=0
-for target in idx checkpoint model; do
+# The targets run side by side; each writes build-fuzz/fuzz_<target>.log.
+targets=(idx checkpoint model)
+pids=()
+for target in "${targets[@]}"; do
     mkdir -p "build-fuzz/findings/$target"
     echo "run_fuzzers: fuzz_$target for ${seconds}s or $runs executions"
-    if ! ./build-fuzz/fuzz_$target -max_total_time="$seconds" -runs="$runs" -rss_limit_mb=2048 -max_len=1048576 \
-            -artifact_prefix="build-fuzz/findings/$target/" -print_final_stats=1 \
-            "$corpus/$target" 2>"build-fuzz/fuzz_$target.log"; then
+    ./build-fuzz/fuzz_$target -max_total_time="$seconds" -runs="$runs" -rss_limit_mb=2048 -max_len=1048576 \
+        -artifact_prefix="build-fuzz/findings/$target/" -print_final_stats=1 \
+        "$corpus/$target" 2>"build-fuzz/fuzz_$target.log" &
+    pids+=($!)
+done
+status=0
+for i in "${!targets[@]}"; do
+    log=build-fuzz/fuzz_${targets[i]}.log
+    if ! wait "${pids[i]}"; then
         status=1
-        tail -40 "build-fuzz/fuzz_$target.log"
+        tail -40 "$log"
     fi
-    grep -E "stat::number_of_executed_units|Done" "build-fuzz/fuzz_$target.log" | tail -2
+    echo "run_fuzzers: fuzz_${targets[i]}: $(grep -E "stat::number_of_executed_units|Done" "$log" | tail -2 | tr '\n' ' ')"
 done
 exit $status

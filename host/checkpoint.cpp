@@ -48,7 +48,7 @@ public:
     }
     void bytes(void* p, size_t n, const char* section) {
         need(n, section);
-        std::memcpy(p, in_.data() + pos_, n);
+        if (n > 0) std::memcpy(p, in_.data() + pos_, n);  // p is null for an empty vector's data()
         pos_ += n;
     }
     size_t remaining() const { return end_ - pos_; }

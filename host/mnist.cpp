@@ -47,7 +47,7 @@ public:
         errno = 0;
         f_ = gzopen(path.c_str(), "rb");
         if (!f_) fail(std::string("cannot open: ") + (errno ? std::strerror(errno) : "out of memory"));
-        gzbuffer(f_, 1u << 20);
+        gzbuffer(f_, 1u << 16);  // zlib allocates 3x this; more does not read MNIST faster
     }
     ~IdxFile() { gzclose(f_); }
     IdxFile(const IdxFile&) = delete;
@@ -122,10 +122,10 @@ std::vector<uint8_t> read_idx(const std::string& path, uint32_t magic, std::vect
         if (dims[i] == 0 || dims[i] > kMaxSide)
             f.fail("bad dimensions " + std::to_string(dims[1]) + "x" + std::to_string(dims[2]) + " in the header");
 
-    // Read in steps so that a corrupt header cannot make us allocate gigabytes up front.
+    // Grow as the data arrives, in steps doubling from 64 KiB to 16 MiB, so that a
+    // corrupt header cannot make us allocate (and zero) much more than the file holds.
     std::vector<uint8_t> data;
-    const size_t step = size_t{1} << 24;
-    while (data.size() < total) {
+    for (size_t step = size_t{1} << 16; data.size() < total; step = std::min(step * 2, size_t{1} << 24)) {
         const size_t old = data.size(), want = std::min(step, total - old);
         data.resize(old + want);
         const size_t r = f.read(data.data() + old, want);
