@@ -559,10 +559,11 @@ struct SimdLayers {
         }
     }
 
-    // out[s0+s][o0+r] = b + W[o0+r] . in[s0+s] for Rows rows x S samples.
+    // out[s0+s][o0+r] = b + W[o0+r] . in[s0+s] for Rows rows x S samples, over the inputs
+    // [i0, i1): the first chunk starts from the bias, a later one adds to out.
     template <int Rows, int S>
     static void fc_forward_block(int I, int O, const float* W, const float* b, const float* in, float* out, int o0,
-                                 int s0) {
+                                 int s0, int i0, int i1) {
         F acc[S][Rows];
         LENET5_UNROLL for (int s = 0; s < S; ++s) LENET5_UNROLL for (int r = 0; r < Rows; ++r) acc[s][r] = V::zero();
         auto step = [&](int i, int n) {
@@ -573,27 +574,40 @@ struct SimdLayers {
                 LENET5_UNROLL for (int r = 0; r < Rows; ++r) acc[s][r] = V::fma(w[r], x, acc[s][r]);
             }
         };
-        int i = 0;
-        for (; i + N < I; i += N) step(i, N);
-        step(i, I - i);
+        int i = i0;
+        for (; i + N < i1; i += N) step(i, N);
+        step(i, i1 - i);
         float sums[S * Rows];
         sum_each(&acc[0][0], S * Rows, sums);
         for (int s = 0; s < S; ++s)
-            for (int r = 0; r < Rows; ++r) out[(s0 + s) * O + o0 + r] = b[o0 + r] + sums[s * Rows + r];
+            for (int r = 0; r < Rows; ++r) {
+                float& o = out[(s0 + s) * O + o0 + r];
+                o = (i0 == 0 ? b[o0 + r] : o) + sums[s * Rows + r];
+            }
     }
+
+    // Inputs per chunk of the forward pass: a chunk of every sample's input (a batch of 64:
+    // 64 x 4 KB) stays in L2 while all rows pass over it, so a large W (the CNN's F1,
+    // 6272 inputs) is read from memory once per call, not once per block of samples.
+    static constexpr int kFcChunk = 1024;
 
     static void fc_forward(const LayerSpec& l, const float* params, const float* in, float* out, int count) {
         const int I = l.in.size(), O = l.out.size();
         const float* W = params + l.weight_offset;
         const float* b = params + l.bias_offset;
-        for (int s0 = 0; s0 < count; s0 += kFcSamples) {
-            const int n = count - s0 < kFcSamples ? count - s0 : kFcSamples;
-            with_count<kFcSamples>(n, [&](auto samples) {
-                constexpr int S = decltype(samples)::value;
-                int o = 0;
-                for (; o + kFcRows <= O; o += kFcRows) fc_forward_block<kFcRows, S>(I, O, W, b, in, out, o, s0);
-                for (; o < O; ++o) fc_forward_block<1, S>(I, O, W, b, in, out, o, s0);
-            });
+        const int chunks = (I + kFcChunk - 1) / kFcChunk, chunk = (vectors(I) + chunks - 1) / chunks * N;
+        for (int i0 = 0; i0 < I; i0 += chunk) {
+            const int i1 = i0 + chunk < I ? i0 + chunk : I;
+            auto rows = [&](int o, auto r) {
+                constexpr int Rows = decltype(r)::value;
+                for (int s0 = 0; s0 < count; s0 += kFcSamples)
+                    with_count<kFcSamples>(count - s0 < kFcSamples ? count - s0 : kFcSamples, [&](auto samples) {
+                        fc_forward_block<Rows, decltype(samples)::value>(I, O, W, b, in, out, o, s0, i0, i1);
+                    });
+            };
+            int o = 0;
+            for (; o + kFcRows <= O; o += kFcRows) rows(o, std::integral_constant<int, kFcRows>{});
+            for (; o < O; ++o) rows(o, std::integral_constant<int, 1>{});
         }
         activate(l, out, count * O);
     }
