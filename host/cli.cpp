@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "error.h"
+#include "worker_engine.h"
 
 namespace lenet5 {
 
@@ -31,6 +32,11 @@ std::string help_text() {
            "                   `lenet5 tune` found fastest for this device, variant and batch, else 256\n"
            "                   or the device's limit if lower)\n"
            "  --threads N      threads for omp (default: OMP_NUM_THREADS, else all cores)\n"
+           "  --workers SPEC   train on several devices at once: a comma-separated list of workers,\n"
+           "                   each [DEVICE:]VARIANT or DEVICE (gpu-local on that device), e.g.\n"
+           "                   1:gpu-local,omp or 1,2; each step's batch is split between them by\n"
+           "                   their speed, measured on the first batch (or by explicit shares:\n"
+           "                   1:gpu-local@3,omp@1), and their gradients summed in worker order\n"
            "  --epochs N       train up to epoch N (default: the model's, else 10)\n"
            "  --batch B        mini-batch size (default: the model's, else 64)\n"
            "  --lr X           learning rate of the first epoch (default: the model's, else 0.05)\n"
@@ -211,6 +217,9 @@ Command parse_command_line(const std::vector<std::string>& args) {
             if (flag == "--model") {
                 t.model = r.value(flag);
                 if (t.model.empty()) throw UsageError(flag + " needs a non-empty value");
+            } else if (flag == "--workers") {
+                t.engine.workers = r.value(flag);
+                parse_workers(t.engine.workers);  // a malformed list is a usage error now
             } else if (flag == "--threads") t.engine.threads = parse_count(flag, r.value(flag), 1);
             else if (flag == "--epochs") t.epochs = parse_count(flag, r.value(flag), 1);
             else if (flag == "--batch") t.batch = parse_count(flag, r.value(flag), 1);

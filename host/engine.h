@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mnist.h"
@@ -15,6 +16,7 @@ namespace lenet5 {
 // Milliseconds spent per phase since the last take_times().
 struct PhaseTimes {
     double forward_ms = 0, backward_ms = 0, update_ms = 0, transfer_ms = 0;
+    double reduce_ms = 0;  // several workers: summing their gradients (worker_engine.h)
 };
 
 // One kernel's share of the device time since the last take_kernel_times().
@@ -65,8 +67,10 @@ public:
     // Forward over `count` samples: for Train, the samples order[first .. first+count);
     // for Test, the samples first .. first+count. Adds to the counters.
     virtual void forward(Split split, int first, int count) = 0;
-    // Gradients of the mean cross-entropy of the last Train forward (overwrites, not accumulates).
+    // Gradients of the mean loss of the last Train forward (overwrites, not accumulates).
     virtual void backward() = 0;
+    // Overwrites the gradients (flat layout) before update(): with several workers, their sum.
+    virtual void set_gradients(const std::vector<float>& gradients) = 0;
     // SGD with momentum and L2 weight decay over the whole flat buffer:
     // v = momentum*v + g + weight_decay*p; p -= lr*v.
     virtual void update(float lr, float momentum, float weight_decay) = 0;
@@ -79,6 +83,9 @@ public:
     // It costs host time per launch, so it is off unless asked for. Host engines have no kernels.
     virtual void profile_kernels() {}
     virtual std::vector<KernelTime> take_kernel_times() { return {}; }
+
+    // Several workers (worker_engine.h): each one's name and phase times of the last take_times().
+    virtual std::vector<std::pair<std::string, PhaseTimes>> take_worker_times() { return {}; }
 
     // For tests: the last forward's output of layer `layer` ([count][out.size()],
     // pre-softmax logits for the last layer), and the last backward's gradients.

@@ -284,6 +284,11 @@ void HostEngine::backward() {
     times_.backward_ms += ms_since(t0);
 }
 
+void HostEngine::set_gradients(const std::vector<float>& gradients) {
+    check_param_count(net_, gradients, "gradient buffer");
+    grads_ = gradients;
+}
+
 void HostEngine::update(float lr, float momentum, float weight_decay) {
     const auto t0 = Clock::now();
     const size_t n = params_.size();

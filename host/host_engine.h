@@ -43,6 +43,7 @@ public:
 
     std::vector<float> layer_output(size_t layer) override;
     std::vector<float> gradients() override { return grads_; }
+    void set_gradients(const std::vector<float>& gradients) override;
 
 private:
     using Clock = std::chrono::steady_clock;

@@ -589,6 +589,11 @@ std::vector<float> OpenCLBatchEngine::layer_output(size_t layer) {
     });
 }
 
+void OpenCLBatchEngine::set_gradients(const std::vector<float>& gradients) {
+    check_param_count(net_, gradients, "gradient buffer");
+    cl_checked([&] { write_flat(grads_, gradients); });
+}
+
 std::vector<float> OpenCLBatchEngine::gradients() {
     return cl_checked([&] { return read_flat(grads_); });
 }

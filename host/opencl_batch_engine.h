@@ -47,6 +47,7 @@ public:
 
     std::vector<float> layer_output(size_t layer) override;
     std::vector<float> gradients() override;
+    void set_gradients(const std::vector<float>& gradients) override;
 
 private:
     enum class Phase { Forward, Backward, Update, Transfer };

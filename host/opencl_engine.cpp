@@ -467,6 +467,14 @@ std::vector<float> OpenCLEngine::layer_output(size_t layer) {
     });
 }
 
+void OpenCLEngine::set_gradients(const std::vector<float>& gradients) {
+    check_param_count(net_, gradients, "gradient buffer");
+    cl_checked([&] {
+        gradients_pending_ = false;  // update() applies these, not the ones of a batch-1 backward
+        write_flat(grads_, gradients);
+    });
+}
+
 std::vector<float> OpenCLEngine::gradients() {
     return cl_checked([&] {
         compute_pending_gradients();

@@ -24,7 +24,18 @@ void print_table_row(std::ostream& out, const EpochResult& r) {
     std::snprintf(line, sizeof line, "%5d  %10.1f  %11.1f  %9.1f  %9.1f  %10.4f  %7.2f%%\n", r.epoch,
                   r.times.forward_ms, r.times.backward_ms, r.times.update_ms, r.wall_ms, r.train_loss,
                   100.0 * r.test_accuracy);
-    out << line << std::flush;
+    out << line;
+    // --workers: each worker's phases, then the summing of their gradients.
+    for (const auto& [name, t] : r.workers) {
+        std::snprintf(line, sizeof line, "       %10.1f  %11.1f  %9.1f             %s\n", t.forward_ms, t.backward_ms,
+                      t.update_ms, name.c_str());
+        out << line;
+    }
+    if (!r.workers.empty()) {
+        std::snprintf(line, sizeof line, "       %10s  %11s  %9s  %9.1f  summing gradients\n", "", "", "", r.times.reduce_ms);
+        out << line;
+    }
+    out << std::flush;
 }
 
 void print_kernel_profile(std::ostream& out, const std::vector<EpochResult>& epochs) {
@@ -131,6 +142,13 @@ std::string train_report_json(const TrainResult& result, const TrainOptions& o) 
         e["backward_ms"] = r.times.backward_ms;
         e["update_ms"] = r.times.update_ms;
         e["transfer_ms"] = r.times.transfer_ms;
+        if (!r.workers.empty()) {
+            e["reduce_ms"] = r.times.reduce_ms;
+            e["workers"] = nlohmann::ordered_json::array();
+            for (const auto& [name, t] : r.workers)
+                e["workers"].push_back({{"worker", name}, {"forward_ms", t.forward_ms}, {"backward_ms", t.backward_ms},
+                                        {"update_ms", t.update_ms}, {"transfer_ms", t.transfer_ms}});
+        }
         e["wall_ms"] = r.wall_ms;
         e["eval_ms"] = r.eval_ms;
         e["train_loss"] = r.train_loss;

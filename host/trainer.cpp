@@ -190,6 +190,7 @@ TrainResult train(const TrainOptions& o, const TrainObserver& observer) {
         r.epoch = epoch;
         r.wall_ms = ms_since(t0);
         r.times = engine->take_times();
+        r.workers = engine->take_worker_times();
         r.kernels = engine->take_kernel_times();
         r.steps = steps - (epoch == first_epoch ? first_step : 0);
         r.train_loss = total.loss_sum / static_cast<double>(total.samples);

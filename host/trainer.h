@@ -42,6 +42,7 @@ struct EpochResult {
     int epoch = 0;
     PhaseTimes times;
     std::vector<KernelTime> kernels;  // the training steps' kernels, with kernel_profile
+    std::vector<std::pair<std::string, PhaseTimes>> workers;  // each worker's phases, with --workers
     int steps = 0;                    // training steps run in the epoch
     double wall_ms = 0;  // the epoch's training steps, host overhead included
     double eval_ms = 0;  // the test pass, timed apart
