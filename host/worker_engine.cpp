@@ -104,7 +104,7 @@ std::string WorkerEngine::device() const {
     for (size_t i = 0; i < workers_.size(); ++i)
         s << (i ? " + " : "") << workers_[i]->variant() << " on " << workers_[i]->device() << " "
           << std::lround(100 * shares_[i]) << "%";
-    s << (measured_ ? " (shares measured)" : " (shares until measured)");
+    s << (measured_ ? " (shares measured)" : " (shares measured when the training set is uploaded)");
     return s.str();
 }
 
@@ -134,8 +134,11 @@ void WorkerEngine::each_busy(F fn) {
 }
 
 void WorkerEngine::upload(Split split, const Dataset& data) {
-    if (split == Split::Train) train_count_ = data.count;
     for (auto& w : workers_) w->upload(split, data);
+    if (split == Split::Train) {
+        train_count_ = data.count;
+        if (!measured_) measure_shares();  // now, so that the run's first line shows the split
+    }
 }
 
 void WorkerEngine::set_params(const std::vector<float>& params) {
@@ -151,11 +154,15 @@ void WorkerEngine::set_order(const std::vector<int32_t>& order) {
 }
 
 // Each worker alone runs forward + backward on the first training batch; shares follow the
-// samples per millisecond. Parameters are untouched (no update), the counters are discarded.
+// samples per millisecond. Parameters are untouched (no update), the counters are discarded;
+// the trainer sets the real order and parameters afterwards.
 void WorkerEngine::measure_shares() {
     const int count = std::min(batch_, train_count_);
+    std::vector<int32_t> order(static_cast<size_t>(train_count_));
+    std::iota(order.begin(), order.end(), 0);
     std::vector<double> speed(workers_.size());
     for (size_t i = 0; i < workers_.size(); ++i) {
+        workers_[i]->set_order(order);
         std::vector<double> ms;
         for (int run = 0; run <= kMeasureRuns; ++run) {  // run 0 warms up
             const auto t0 = Clock::now();
@@ -175,7 +182,6 @@ void WorkerEngine::measure_shares() {
 }
 
 void WorkerEngine::forward(Split split, int first, int count) {
-    if (split == Split::Train && !measured_) measure_shares();
     const std::vector<int> n = split_counts(count, shares_);
     std::vector<int> begin(n.size(), first);
     for (size_t i = 1; i < n.size(); ++i) begin[i] = begin[i - 1] + n[i - 1];

@@ -33,8 +33,8 @@ std::vector<int> split_counts(int count, const std::vector<double>& shares);
 
 class WorkerEngine final : public Engine {
 public:
-    // shares: one per worker summing to 1, or empty to measure them on the first training
-    // batches (each worker's time per sample of forward + backward, alone).
+    // shares: one per worker (any positive numbers), or empty to measure them when the training
+    // set is uploaded (each worker's time per sample of forward + backward on one batch, alone).
     WorkerEngine(std::vector<std::unique_ptr<Engine>> workers, std::vector<double> shares, int batch);
 
     std::string variant() const override;
