@@ -11,6 +11,8 @@
 
 #include <cerrno>
 #include <chrono>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -33,15 +35,30 @@ using namespace lenet5;
 
 namespace {
 
+// Removes the folders lenet5_tests_<pid>_* in `base` whose process is gone.
+void remove_folders_of_dead_processes(const fs::path& base) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(base, ec)) {
+        int pid = 0;
+        char rest[16];
+        const std::string name = entry.path().filename().string();
+        if (std::sscanf(name.c_str(), "lenet5_tests_%d_%15s", &pid, rest) != 2 || pid <= 0) continue;
+        if (::kill(pid, 0) != 0 && errno == ESRCH) fs::remove_all(entry.path(), ec);
+    }
+}
+
 // Every test process (ctest runs one per test) works in a fresh folder under the
 // system's temporary folder and removes it at the end: TempDir() (gtest reads
 // TEST_TMPDIR), the lenet5 processes it starts (TMPDIR) and the default tuning cache
-// (XDG_CACHE_HOME) all point into it.
+// (XDG_CACHE_HOME) all point into it. The folder is named after the process, so that
+// the next test process removes those of processes that crashed.
 class SuiteTempDir : public ::testing::Environment {
 public:
     void SetUp() override {
-        const char* base = std::getenv("TMPDIR");
-        std::string tmpl = std::string(base && *base ? base : "/tmp") + "/lenet5_tests_XXXXXX";
+        const char* env = std::getenv("TMPDIR");
+        const fs::path base = env && *env ? env : "/tmp";
+        remove_folders_of_dead_processes(base);
+        std::string tmpl = (base / ("lenet5_tests_" + std::to_string(::getpid()) + "_XXXXXX")).string();
         ASSERT_NE(::mkdtemp(tmpl.data()), nullptr) << tmpl << ": " << std::strerror(errno);
         dir_ = tmpl;
         for (const char* name : {"TEST_TMPDIR", "TMPDIR"}) ::setenv(name, dir_.c_str(), 1);
@@ -118,8 +135,24 @@ std::string read_fifo(const fs::path& fifo) {
 
 TEST(Files, TheSuiteWritesInsideItsOwnTemporaryFolder) {
     const fs::path dir = ::testing::TempDir();
-    EXPECT_EQ(dir.parent_path().filename().string().rfind("lenet5_tests_", 0), 0u) << dir;
+    const std::string name = dir.parent_path().filename().string();
+    EXPECT_EQ(name.rfind("lenet5_tests_" + std::to_string(::getpid()) + "_", 0), 0u) << dir;
     EXPECT_TRUE(fs::is_directory(dir)) << dir;
+}
+
+TEST(Files, TheFolderOfACrashedTestProcessIsRemovedByTheNext) {
+    const fs::path base = ::testing::TempDir();
+    const pid_t gone = ::fork();  // a process id that is sure to be free: a child that has exited
+    if (gone == 0) ::_exit(0);
+    ASSERT_GT(gone, 0);
+    ::waitpid(gone, nullptr, 0);
+    const fs::path stale = base / ("lenet5_tests_" + std::to_string(gone) + "_abcdef");
+    const fs::path live = base / ("lenet5_tests_" + std::to_string(::getpid()) + "_abcdef");
+    fs::create_directories(stale / "sub");
+    fs::create_directories(live);
+    remove_folders_of_dead_processes(base);
+    EXPECT_FALSE(fs::exists(stale));
+    EXPECT_TRUE(fs::exists(live));
 }
 
 TEST(Files, SymlinkStaysAndItsTargetGetsTheContent) {
