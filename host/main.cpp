@@ -8,6 +8,7 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "error.h"
+#include "mpi_world.h"
 #include "progress.h"
 #include "report.h"
 #ifdef LENET5_HAVE_OPENCL
@@ -34,23 +35,29 @@ void install_signal_handlers() {
     sigaction(SIGTERM, &sa, nullptr);
 }
 
+// Under mpirun, rank 0 alone prints, saves and writes the JSON; every rank trains.
 int run_train(const TrainOptions& options) {
+    const bool root = mpi_world().root();
     ProgressBar bar;
     TrainObserver observer;
-    observer.on_start = [&](const RunInfo& info) {
-        print_run_header(std::cout, info, options);
-        print_table_header(std::cout);
-    };
-    observer.on_step = [&](int epoch, int step, int steps) {
-        bar.update("epoch " + std::to_string(epoch), step, steps);
-    };
-    observer.on_epoch = [&](const EpochResult& r) {
-        bar.clear();
-        print_table_row(std::cout, r);
-    };
-    observer.stop_requested = [] { return static_cast<int>(g_signal); };
+    if (root) {
+        observer.on_start = [&](const RunInfo& info) {
+            print_run_header(std::cout, info, options);
+            print_table_header(std::cout);
+        };
+        observer.on_step = [&](int epoch, int step, int steps) {
+            bar.update("epoch " + std::to_string(epoch), step, steps);
+        };
+        observer.on_epoch = [&](const EpochResult& r) {
+            bar.clear();
+            print_table_row(std::cout, r);
+        };
+    }
+    // Every rank stops after the same step: the signal any rank got.
+    observer.stop_requested = [] { return mpi_max(static_cast<int>(g_signal)); };
     const TrainResult result = train(options, observer);
     bar.clear();
+    if (!root) return result.stopped_by ? 128 + result.stopped_by : 0;
     if (options.kernel_profile) print_kernel_profile(std::cout, result.epochs);
     if (!options.json_path.empty()) write_file_atomic(options.json_path, train_report_json(result, options));
     if (result.stopped_by) {
@@ -89,7 +96,7 @@ int run_eval(const EvalOptions& o) {
 // What this build was configured with (the compile definitions CMake sets), so that
 // a bug report says what was built.
 std::string build_options() {
-    std::string opencl = "no", simd = "no", openmp = "no";
+    std::string opencl = "no", simd = "no", openmp = "no", mpi = "no";
 #ifdef LENET5_HAVE_OPENCL
     opencl = "yes";
 #endif
@@ -100,8 +107,11 @@ std::string build_options() {
 #ifdef LENET5_HAVE_OPENMP
     openmp = "yes";
 #endif
-    // CLBlast, MPI and ONNX are not part of any build yet.
-    return "build: OpenCL " + opencl + ", SIMD " + simd + ", OpenMP " + openmp + ", CLBlast no, MPI no, ONNX no\n";
+#ifdef LENET5_HAVE_MPI
+    mpi = "yes";
+#endif
+    // CLBlast and ONNX are not part of any build yet.
+    return "build: OpenCL " + opencl + ", SIMD " + simd + ", OpenMP " + openmp + ", CLBlast no, MPI " + mpi + ", ONNX no\n";
 }
 
 int run(const std::vector<std::string>& args) {
@@ -140,13 +150,19 @@ int run(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    const MpiSession mpi(&argc, &argv);
+    // Under mpirun a failing rank ends them all (mpi_abort), rather than leave the others
+    // waiting for it in a collective.
+    const std::string rank = mpi_world().size > 1 ? "rank " + std::to_string(mpi_world().rank) + ": " : "";
     try {
         return run(std::vector<std::string>(argv + 1, argv + argc));
     } catch (const UsageError& e) {
-        std::cerr << "lenet5: error: " << e.what() << "\n";
+        std::cerr << "lenet5: error: " << rank << e.what() << "\n";
+        mpi_abort(2);
         return 2;
     } catch (const std::exception& e) {
-        std::cerr << "lenet5: error: " << e.what() << "\n";
+        std::cerr << "lenet5: error: " << rank << e.what() << "\n";
+        mpi_abort(1);
         return 1;
     }
 }

@@ -4,6 +4,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "mpi_world.h"
 #include "opencl_backend.h"
 
 namespace lenet5 {
@@ -48,9 +49,14 @@ OpenCLDevice select_opencl_device(int index) {
     if (devices.empty())
         throw Error("no OpenCL device found (no platform with devices is installed; see `lenet5 devices`)");
     if (index < 0) {
+        // Under mpirun each rank on a machine takes the next GPU (rank 0 the first).
+        const int nth = mpi_world().local_rank;
+        int gpus = 0;
         for (const auto& d : devices)
-            if (d.is_gpu) return d;
-        return devices.front();
+            if (d.is_gpu && gpus++ == nth) return d;
+        if (nth == 0) return devices.front();
+        throw Error("rank " + std::to_string(mpi_world().rank) + " takes this machine's GPU " + std::to_string(nth) +
+                    ", but it has " + std::to_string(gpus) + "; run fewer ranks per machine or pass --device");
     }
     if (index >= static_cast<int>(devices.size()))
         throw Error("OpenCL device " + std::to_string(index) + " does not exist (" + std::to_string(devices.size()) +

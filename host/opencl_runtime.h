@@ -25,7 +25,8 @@ struct OpenCLDevice {
 // Every device of every platform; empty when there is no platform (no ICD installed).
 std::vector<OpenCLDevice> opencl_devices();
 
-// Device `index` of opencl_devices(); -1 = the first GPU, else device 0.
+// Device `index` of opencl_devices(); -1 = the first GPU, else device 0 (under mpirun: the
+// machine's GPU of the rank's local rank).
 // Throws Error when there is no such device.
 OpenCLDevice select_opencl_device(int index);
 

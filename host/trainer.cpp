@@ -7,6 +7,7 @@
 #include "checkpoint.h"
 #include "error.h"
 #include "mnist.h"
+#include "mpi_world.h"
 #include "rng.h"
 
 namespace lenet5 {
@@ -106,7 +107,7 @@ TrainResult train(const TrainOptions& o, const TrainObserver& observer) {
     // The engine first: a bad --variant or --device is reported before the data loads.
     EngineRequest request = o.engine;
     request.batch = opt.batch;  // the OpenCL variants' tuned work-group size is per batch
-    auto engine = make_engine(net, request);
+    auto engine = distribute(make_engine(net, request));
     if (o.kernel_profile) engine->profile_kernels();
     const std::string dir = resolve_data_dir(o.data_dir, o.dataset);
     const Dataset train_set = load_mnist(dir, Split::Train, o.train_limit);
@@ -131,7 +132,7 @@ TrainResult train(const TrainOptions& o, const TrainObserver& observer) {
     if (observer.on_start) observer.on_start(result.info);
 
     auto save = [&](int epochs_done, int steps_done) {
-        if (o.save_path.empty()) return;
+        if (o.save_path.empty() || !mpi_world().root()) return;
         Checkpoint c;
         c.network_hash = net.hash();
         c.network_description = net.describe();
