@@ -29,8 +29,19 @@ struct HostOps {
     // tail of such layers this way (LeNet-5: C5, F6, output).
     bool (*batched)(const LayerSpec& layer) = nullptr;
     void (*forward_batch)(const LayerSpec& layer, const float* params, const float* in, float* out, int count) = nullptr;
+    // grads may be null: then no weight or bias gradient is computed (dout still becomes
+    // the gradient before the activation, and din is written), for outer_grads/sgd_outer.
     void (*backward_batch)(const LayerSpec& layer, const float* params, const float* in, const float* out, float* dout,
                            float* din, float* grads, int count) = nullptr;
+
+    // Optional: one sample's gradient of a layer `batched` accepts, from its input x and d,
+    // the gradient before the activation (dout after backward_batch): gW = d x^T, gb = d,
+    // written (not added), with the roundings of backward_batch into zeroed gradients.
+    void (*outer_grads)(const LayerSpec& layer, const float* x, const float* d, float* grads) = nullptr;
+    // Optional: that gradient's SGD step without momentum or weight decay in one pass over
+    // the weights: bit for bit outer_grads into g, then update(p, v, g, n, lr, 0, 0) on the
+    // layer's range (for finite parameters and velocity; v is not written).
+    void (*sgd_outer)(const LayerSpec& layer, float* params, const float* x, const float* d, float lr) = nullptr;
 };
 
 const HostOps& cpu_ops();

@@ -89,7 +89,8 @@ struct Avx512 {
 
 const HostOps& simd_avx512_ops() {
     using L = SimdLayers<Avx512>;
-    static const HostOps ops{L::forward, L::backward, L::update, L::batched, L::forward_batch, L::backward_batch};
+    static const HostOps ops{L::forward, L::backward, L::update, L::batched, L::forward_batch, L::backward_batch,
+                                L::outer_grads, L::sgd_outer};
     return ops;
 }
 

@@ -663,23 +663,80 @@ struct SimdLayers {
                 store_n(dout + at, dv, O - k);
                 bsum = V::add(bsum, dv);
             }
+            if (!grads) continue;
             float* gb = grads + l.bias_offset + k;
             store_n(gb, V::add(load_n(gb, O - k), bsum), O - k);
         }
+        if (!grads && !din) return;
         const float* W = params + l.weight_offset;
-        float* gW = grads + l.weight_offset;
+        float* gW = grads ? grads + l.weight_offset : nullptr;
         over_vectors<kFcVectors>(I, [&](int i0, auto vecs, int last) {
             constexpr int R = decltype(vecs)::value;
-            int o = 0;
-            for (; o + kFcRows <= O; o += kFcRows)
-                fc_weight_grad_block<kFcRows, R>(I, O, count, in, dout, gW, o, i0, last);
-            for (; o < O; ++o) fc_weight_grad_block<1, R>(I, O, count, in, dout, gW, o, i0, last);
+            if (gW) {
+                int o = 0;
+                for (; o + kFcRows <= O; o += kFcRows)
+                    fc_weight_grad_block<kFcRows, R>(I, O, count, in, dout, gW, o, i0, last);
+                for (; o < O; ++o) fc_weight_grad_block<1, R>(I, O, count, in, dout, gW, o, i0, last);
+            }
             if (!din) return;
             int s = 0;
             for (; s + kFcSamples <= count; s += kFcSamples)
                 fc_input_grad_block<kFcSamples, R>(I, O, W, dout, din, s, i0, last);
             for (; s < count; ++s) fc_input_grad_block<1, R>(I, O, W, dout, din, s, i0, last);
         });
+    }
+
+    // One sample's gradient, written: gW[o][i] = d[o] x[i] + 0 and gb[o] = 0 + d[o], the
+    // roundings of fc_backward into zeroed gradients (fma onto 0, add onto 0).
+    static void outer_grads(const LayerSpec& l, const float* x, const float* d, float* grads) {
+        const int I = l.in.size(), O = l.out.size();
+        float* gW = grads + l.weight_offset;
+        for (int o = 0; o < O; ++o) {
+            const F dv = V::set1(d[o]);
+            float* row = gW + static_cast<ptrdiff_t>(o) * I;
+            for (int i = 0; i < I; i += N) store_n(row + i, V::fma(dv, load_n(x + i, I - i), V::zero()), I - i);
+        }
+        for (int o = 0; o < O; o += N) store_n(grads + l.bias_offset + o, V::add(V::zero(), load_n(d + o, O - o)), O - o);
+    }
+
+    // p -= lr * g for that gradient, g rounded as outer_grads writes it: update() with
+    // momentum 0 and weight decay 0 gives v = 0*v + (0*p + g) = g exactly (g is never -0:
+    // an exact -0 product plus +0 is +0), then p = p - lr*v by one fnma, as here.
+    static void sgd_outer(const LayerSpec& l, float* params, const float* x, const float* d, float lr) {
+        const int I = l.in.size(), O = l.out.size();
+        const F rate = V::set1(lr);
+        float* W = params + l.weight_offset;
+        constexpr int kRows = 4;  // rows per pass: one load of x serves four rows
+        int o = 0;
+        for (; o + kRows <= O; o += kRows) {
+            F dv[kRows];
+            LENET5_UNROLL for (int r = 0; r < kRows; ++r) dv[r] = V::set1(d[o + r]);
+            float* row = W + static_cast<ptrdiff_t>(o) * I;
+            int i = 0;
+            for (; i + N <= I; i += N) {
+                const F xv = V::load(x + i);
+                LENET5_UNROLL for (int r = 0; r < kRows; ++r) {
+                    float* p = row + r * I + i;
+                    V::store(p, V::fnma(rate, V::fma(dv[r], xv, V::zero()), V::load(p)));
+                }
+            }
+            if (i < I) {
+                const F xv = load_n(x + i, I - i);
+                LENET5_UNROLL for (int r = 0; r < kRows; ++r) {
+                    float* p = row + r * I + i;
+                    store_n(p, V::fnma(rate, V::fma(dv[r], xv, V::zero()), load_n(p, I - i)), I - i);
+                }
+            }
+        }
+        for (; o < O; ++o) {
+            const F dv = V::set1(d[o]);
+            float* row = W + static_cast<ptrdiff_t>(o) * I;
+            for (int i = 0; i < I; i += N)
+                store_n(row + i, V::fnma(rate, V::fma(dv, load_n(x + i, I - i), V::zero()), load_n(row + i, I - i)), I - i);
+        }
+        float* b = params + l.bias_offset;
+        for (int k = 0; k < O; k += N)
+            store_n(b + k, V::fnma(rate, V::add(V::zero(), load_n(d + k, O - k)), load_n(b + k, O - k)), O - k);
     }
 
     // ---- 2x2 subsampling ---------------------------------------------------

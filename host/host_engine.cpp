@@ -42,7 +42,18 @@ HostEngine::HostEngine(Network net, std::string variant, const HostOps& ops, int
     for (size_t k = 0; k < net_.layers.size(); ++k) {
         const LayerSpec& l = net_.layers[k];
         if (!split_rows(k) && l.weight_count + l.bias_count > 0)
-            summed_.emplace_back(l.weight_offset, l.bias_offset + l.bias_count);  // weights, then biases
+            summed_.push_back({k, l.weight_offset, l.bias_offset + l.bias_count});  // weights, then biases
+    }
+    outer_layer_.assign(net_.layers.size(), 0);
+    for (auto& b : outer_) b.resize(net_.layers.size());
+    for (size_t k = tail_; k < net_.layers.size(); ++k) {
+        const LayerSpec& l = net_.layers[k];
+        if (!ops_.outer_grads || !ops_.sgd_outer || split_rows(k) || l.weight_count == 0) continue;
+        outer_layer_[k] = 1;
+        for (auto& b : outer_) {
+            b[k].x.resize(static_cast<size_t>(l.in.size()));
+            b[k].d.resize(static_cast<size_t>(l.out.size()));
+        }
     }
     part_grads_.assign(static_cast<size_t>(threads_ - 1), std::vector<float>(net_.param_count));
     // Row blocks of multiples of 4 (the SIMD register blocks); part 0 always has rows.
@@ -89,11 +100,49 @@ void HostEngine::set_params(const std::vector<float>& params) {
     check_param_count(net_, params, "parameter buffer");
     params_ = params;
     std::fill(velocity_.begin(), velocity_.end(), 0.0f);
+    velocity_outer_ = false;
 }
 
 void HostEngine::set_momentum_buffer(const std::vector<float>& velocity) {
     check_param_count(net_, velocity, "momentum buffer");
     velocity_ = velocity;
+    velocity_outer_ = false;
+}
+
+std::vector<float> HostEngine::momentum_buffer() {
+    materialize_velocity();
+    return velocity_;
+}
+
+std::vector<float> HostEngine::gradients() {
+    materialize_gradients();
+    return grads_;
+}
+
+void HostEngine::materialize_gradients() {
+    if (!grads_outer_) return;
+    for (size_t k = 0; k < net_.layers.size(); ++k)
+        if (outer_layer_[k])
+            ops_.outer_grads(net_.layers[k], outer_[grads_buf_][k].x.data(), outer_[grads_buf_][k].d.data(), grads_.data());
+    grads_outer_ = false;
+}
+
+void HostEngine::materialize_velocity() {
+    if (!velocity_outer_) return;
+    for (size_t k = 0; k < net_.layers.size(); ++k)
+        if (outer_layer_[k])
+            ops_.outer_grads(net_.layers[k], outer_[velocity_buf_][k].x.data(), outer_[velocity_buf_][k].d.data(),
+                             velocity_.data());
+    velocity_outer_ = false;
+}
+
+// body(id, nth) on T threads, or directly on this one when T is 1 (no parallel region:
+// a batch-1 step would otherwise pay for two per step). The body's barriers are then no-ops.
+template <class Body>
+void HostEngine::run_parts(int T, Body&& body) {
+    if (T <= 1) return body(0, 1);
+#pragma omp parallel num_threads(T)
+    body(thread_index(), thread_count());
 }
 
 void HostEngine::reserve(int count) {
@@ -144,10 +193,8 @@ void HostEngine::forward(Split split, int first, int count) {
     const int T = parts(count);
     const int32_t* order = split == Split::Train ? order_.data() : nullptr;
 
-#pragma omp parallel num_threads(T) if (T > 1)
-    {
+    run_parts(T, [&](const int id, const int nth) {
         // A thread takes the parts id, id + nth, ... (all of them if it runs alone).
-        const int id = thread_index(), nth = thread_count();
         for (int part = id; part < T; part += nth)
             forward_head(data, order, first, part_begin(count, part, T), part_begin(count, part + 1, T));
         for (size_t k = tail_; k < L; ++k) {
@@ -182,7 +229,7 @@ void HostEngine::forward(Split split, int first, int count) {
                                 label, scale, dlogits_.data() + static_cast<size_t>(s) * net_.classes, hit);
                 hits_[static_cast<size_t>(s)] = hit;
             }
-    }
+    });
     for (int s = 0; s < count; ++s) {  // in sample order, so the sum is deterministic
         counters_.loss_sum += losses_[static_cast<size_t>(s)];
         counters_.correct += hits_[static_cast<size_t>(s)];
@@ -220,12 +267,16 @@ void HostEngine::backward() {
     const size_t L = net_.layers.size();
     const int T = parts(count_);
     auto grads_of = [&](int part) { return part > 0 ? part_grads_[static_cast<size_t>(part - 1)].data() : grads_.data(); };
+    // One sample on one part: the outer_layer_ layers keep their gradients as vectors, in the
+    // buffer that does not hold the velocity.
+    const bool outer = T == 1 && count_ == 1;
+    if (outer && velocity_outer_ && velocity_buf_ == grads_buf_) grads_buf_ ^= 1;
+    grads_outer_ = outer;
 
-#pragma omp parallel num_threads(T) if (T > 1)
-    {
-        const int id = thread_index(), nth = thread_count();
+    run_parts(T, [&](const int id, const int nth) {
         for (int part = id; part < T; part += nth)
-            for (const auto& r : summed_) std::fill(grads_of(part) + r.first, grads_of(part) + r.second, 0.0f);
+            for (const auto& r : summed_)
+                if (!outer || !outer_layer_[r.layer]) std::fill(grads_of(part) + r.begin, grads_of(part) + r.end, 0.0f);
         // d: [count][dsize], dLoss/d(the output of layer k), from the logits' down the tail.
         const float* d = dlogits_.data();
         size_t dsize = static_cast<size_t>(net_.classes);
@@ -239,9 +290,16 @@ void HostEngine::backward() {
                     if (e == b) continue;
                     float* pd = part_d_[static_cast<size_t>(part)].data();
                     std::copy(d + static_cast<size_t>(b) * O, d + static_cast<size_t>(e) * O, pd);
+                    const bool vectors = outer && outer_layer_[k];
                     ops_.backward_batch(l, params_.data(), acts_[k].data() + static_cast<size_t>(b) * I,
                                         acts_[k + 1].data() + static_cast<size_t>(b) * O, pd,
-                                        din ? din + static_cast<size_t>(b) * I : nullptr, grads_of(part), e - b);
+                                        din ? din + static_cast<size_t>(b) * I : nullptr,
+                                        vectors ? nullptr : grads_of(part), e - b);
+                    if (vectors) {  // one sample: the gradient is d x^T
+                        Outer& v = outer_[grads_buf_][k];
+                        std::copy_n(acts_[k].data(), I, v.x.data());
+                        std::copy_n(pd, O, v.d.data());
+                    }
                 }
             } else {
 #pragma omp barrier
@@ -277,31 +335,50 @@ void HostEngine::backward() {
         }
         if (tail_ > 0)
             for (int part = id; part < T; part += nth) backward_head(part, d, dsize, grads_of(part));
-    }
+    });
     for (int part = 1; part < T; ++part)
         for (const auto& r : summed_)
-            for (size_t i = r.first; i < r.second; ++i) grads_[i] += grads_of(part)[i];
+            for (size_t i = r.begin; i < r.end; ++i) grads_[i] += grads_of(part)[i];
     times_.backward_ms += ms_since(t0);
 }
 
 void HostEngine::set_gradients(const std::vector<float>& gradients) {
     check_param_count(net_, gradients, "gradient buffer");
     grads_ = gradients;
+    grads_outer_ = false;
 }
 
 void HostEngine::update(float lr, float momentum, float weight_decay) {
     const auto t0 = Clock::now();
+    if (grads_outer_ && momentum == 0.0f && weight_decay == 0.0f) {
+        // v = g; p -= lr*v: the outer-product layers in one pass each, the rest as below.
+        for (const auto& r : summed_) {
+            if (outer_layer_[r.layer])
+                ops_.sgd_outer(net_.layers[r.layer], params_.data(), outer_[grads_buf_][r.layer].x.data(),
+                               outer_[grads_buf_][r.layer].d.data(), lr);
+            else
+                ops_.update(params_.data() + r.begin, velocity_.data() + r.begin, grads_.data() + r.begin,
+                            r.end - r.begin, lr, momentum, weight_decay);
+        }
+        velocity_outer_ = true;  // the velocity of those layers is now the gradient
+        velocity_buf_ = grads_buf_;
+        times_.update_ms += ms_since(t0);
+        return;
+    }
+    materialize_gradients();
+    materialize_velocity();
     const size_t n = params_.size();
     // Threads only for a large buffer (a region costs more than LeNet-5's update); in
     // parts of whole cache lines (16 floats), so no two threads write one line.
     const int T = n >= kSplitWeights ? threads_ : 1;
-#pragma omp parallel num_threads(T) if (T > 1)
-    for (int part = thread_index(); part < T; part += thread_count()) {
+    run_parts(T, [&](const int id, const int nth) {
+    for (int part = id; part < T; part += nth) {
         const size_t begin = n * static_cast<size_t>(part) / static_cast<size_t>(T) / 16 * 16;
         const size_t end = part + 1 == T ? n : n * static_cast<size_t>(part + 1) / static_cast<size_t>(T) / 16 * 16;
         ops_.update(params_.data() + begin, velocity_.data() + begin, grads_.data() + begin, end - begin, lr, momentum,
                     weight_decay);
     }
+    });
     times_.update_ms += ms_since(t0);
 }
 

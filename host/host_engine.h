@@ -31,7 +31,7 @@ public:
     void set_params(const std::vector<float>& params) override;
     std::vector<float> params() override { return params_; }
     void set_momentum_buffer(const std::vector<float>& velocity) override;
-    std::vector<float> momentum_buffer() override { return velocity_; }
+    std::vector<float> momentum_buffer() override;
     void set_order(const std::vector<int32_t>& order) override { order_ = order; }
 
     void forward(Split split, int first, int count) override;
@@ -42,7 +42,7 @@ public:
     PhaseTimes take_times() override;
 
     std::vector<float> layer_output(size_t layer) override;
-    std::vector<float> gradients() override { return grads_; }
+    std::vector<float> gradients() override;
     void set_gradients(const std::vector<float>& gradients) override;
 
 private:
@@ -51,6 +51,10 @@ private:
     void reserve(int count);
     void forward_head(const Dataset& data, const int32_t* order, int first, int begin, int end);
     void backward_head(int part, const float* d, size_t dsize, float* g);
+    template <class Body>
+    void run_parts(int T, Body&& body);
+    void materialize_gradients();
+    void materialize_velocity();
 
     // Rows [o0, o0 + rows) of a split tail layer, as a fully connected layer of its own.
     struct Slice {
@@ -73,7 +77,25 @@ private:
 
     std::vector<float> params_, velocity_, grads_;
     std::vector<std::vector<float>> part_grads_;  // parts 1..: gradients (part 0 adds into grads_)
-    std::vector<std::pair<size_t, size_t>> summed_;  // the parameter ranges of layers not split
+    struct Range {
+        size_t layer, begin, end;
+    };
+    std::vector<Range> summed_;  // the parameter ranges of layers not split
+
+    // One-sample steps (batch 1, one part): a tail layer's gradient is the outer product
+    // d x^T, kept as its two vectors (outer_[buffer][layer]) instead of being written into
+    // grads_; update() without momentum and weight decay applies it in one pass over the
+    // weights (HostOps::sgd_outer), so the 159k gradients of the MLP are neither zeroed,
+    // written nor read. grads_ (and velocity_, which such an update sets to the gradient)
+    // are written from the vectors only when asked for, or before another kind of update.
+    // Bit for bit the same parameters, gradients and velocity as the written path.
+    struct Outer {
+        std::vector<float> x, d;
+    };
+    std::vector<char> outer_layer_;               // per layer: may keep its gradient as vectors
+    std::vector<Outer> outer_[2];                 // [buffer][layer]
+    int grads_buf_ = 0, velocity_buf_ = 0;        // which buffer holds the gradient / the velocity
+    bool grads_outer_ = false, velocity_outer_ = false;  // their outer_layer_ ranges are in outer_
     std::vector<std::vector<float>> scratch_;     // per part: two layer-sized buffers
     size_t tail_ = 0;                             // layers tail_.. run batched, split by rows
     std::vector<Slice> slices_;                   // [tail layer][part]

@@ -256,6 +256,42 @@ TEST_P(SimdLevels, OmpRunsANetworkOfOnlyBatchedLayers) {
     EXPECT_NEAR(got.loss, ref.loss, 1e-4 * ref.loss);
 }
 
+// Batch 1 keeps a tail layer's gradient as its two vectors (d, x) and, without momentum or
+// weight decay, applies it in one pass (HostOps::sgd_outer). Against the same engine made to
+// write its gradients first (gradients() before each update): bit for bit the same
+// parameters, gradients and velocity, also across a switch to momentum and back.
+TEST_P(SimdLevels, OneSampleStepsWithoutMomentumAreBitIdenticalToWrittenGradients) {
+    const Dataset data = random_dataset(12, 9);
+    for (const Network& net : {load_model("mlp").net, lenet5_network()})
+        for (int threads : {1, 2}) {
+            HostEngine fused(net, "omp", ops(), threads), written(net, "omp", ops(), threads);
+            std::vector<int32_t> order(12);
+            for (int i = 0; i < 12; ++i) order[static_cast<size_t>(i)] = (i * 5) % 12;
+            for (HostEngine* e : {&fused, &written}) {
+                e->upload(Split::Train, data);
+                e->set_params(init_params(net, 4));
+                e->set_order(order);
+            }
+            for (int step = 0; step < 10; ++step) {
+                const float momentum = step == 6 ? 0.9f : 0.0f, decay = step == 7 ? 1e-3f : 0.0f;
+                for (HostEngine* e : {&fused, &written}) {
+                    e->forward(Split::Train, step, 1);
+                    e->backward();
+                }
+                const std::vector<float> g = written.gradients();
+                fused.update(0.1f, momentum, decay);
+                written.update(0.1f, momentum, decay);
+                ASSERT_EQ(fused.params(), written.params()) << net.name << ", step " << step;
+                if (step % 3 == 0) {
+                    EXPECT_EQ(fused.gradients(), g) << net.name << ", step " << step;
+                    EXPECT_EQ(fused.momentum_buffer(), written.momentum_buffer()) << net.name << ", step " << step;
+                }
+            }
+            EXPECT_EQ(fused.momentum_buffer(), written.momentum_buffer()) << net.name;
+            EXPECT_EQ(fused.take_counters().loss_sum, written.take_counters().loss_sum) << net.name;
+        }
+}
+
 // The vector tanh against std::tanh over the range that matters, through a fully
 // connected layer with identity weights (out = tanh(in) exactly up to the tanh).
 TEST_P(SimdLevels, TanhIsWithinOnePpmOfStdTanh) {
