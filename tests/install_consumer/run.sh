@@ -3,6 +3,7 @@
 # landed there, then configures, builds and runs the consumer project beside this
 # script against it.   run.sh <cmake> <build folder> <C++ compiler>
 set -euo pipefail
+trap 'echo "install_consumer: failed at line $LINENO of $0"' ERR
 cmake=$1 build=$2 cxx=$3
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/lenet5_install_XXXXXX")
@@ -10,7 +11,7 @@ trap 'rm -rf "$tmp"' EXIT
 prefix=$tmp/prefix
 
 "$cmake" --install "$build" --prefix "$prefix" >/dev/null
-"$prefix/bin/lenet5" --version | grep -E "^build: OpenCL (yes|no), SIMD .*, OpenMP (yes|no), CLBlast no, MPI no, ONNX no$"
+"$prefix/bin/lenet5" --version | grep -E "^build: OpenCL (yes|no), SIMD .*, OpenMP (yes|no), CLBlast no, MPI (yes|no), ONNX no$"
 if [ -d "$here/../../models" ]; then ls "$prefix"/share/lenet5/models/*.net >/dev/null; fi
 ls "$prefix"/lib*/cmake/lenet5/lenet5Config.cmake "$prefix"/lib*/cmake/lenet5/lenet5ConfigVersion.cmake >/dev/null
 
