@@ -331,14 +331,16 @@ __kernel void fc_backward_data_small(__global const float* in, __global const fl
 #define EPI_STORE 0     // the sum (weight gradients)
 #define EPI_BIAS_ACT 1  // act(sum + E[e_off + n]) (a fully connected layer's output; E: the biases)
 #define EPI_DELTA 2     // the delta of units with outputs E[e_off + m*c_m + n*c_n] (and activation act)
+#define EPI_BIAS_ACT_M 3  // act(sum + E[e_off + m]) (EPI_BIAS_ACT with the operands swapped: C^T = B^T A^T)
 // The sum over k runs in order 0, 1, ..., so a weight gradient (k = the samples) is deterministic.
 // A work-group computes a GEMM_TM x GEMM_TN tile of C, item (tx, ty) the rows ty + i*GEMM_TY and
 // columns tx + j*GEMM_TX of it. Split over k (too few tiles to fill the device), work-group z
 // sums k in [z*k_len, (z+1)*k_len) into the slice C + z*c_z (mode EPI_STORE), and gemm_reduce
 // adds the slices up in order. NDRange (ceil(N/TN)*TX, ceil(M/TM)*TY, splits), work-group (TX, TY, 1).
 
-inline float epilogue(float v, int at, int n, int mode, int act, __global const float* E, int e_off) {
+inline float epilogue(float v, int at, int m, int n, int mode, int act, __global const float* E, int e_off) {
     if (mode == EPI_BIAS_ACT) return act_forward(act, v + E[e_off + n]);
+    if (mode == EPI_BIAS_ACT_M) return act_forward(act, v + E[e_off + m]);
     if (mode == EPI_DELTA) return delta_of(act, E[e_off + at], v);
     return v;
 }
@@ -404,7 +406,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_TX, GEMM_TY, 1))) void gemm(
             const int n = tn + tx + j * GEMM_TX;
             if (n >= N) break;
             const int at = m * c_m + n * c_n;
-            C[c_off + at] = epilogue(acc[i][j], at, n, mode, act, E, e_off);
+            C[c_off + at] = epilogue(acc[i][j], at, m, n, mode, act, E, e_off);
         }
     }
 }
@@ -418,7 +420,426 @@ __kernel void gemm_reduce(__global const float* part, int splits, int M, int N, 
     float sum = 0.0f;
     for (int z = 0; z < splits; ++z) sum += part[(size_t)z * M * N + e];
     const int m = e / N, n = e % N, at = m * c_m + n * c_n;
-    C[c_off + at] = epilogue(sum, at, n, mode, act, E, e_off);
+    C[c_off + at] = epilogue(sum, at, m, n, mode, act, E, e_off);
 }
+
+
+// ---- the fast GEMM (gpu-local, the large tiles only): 128x128 tiles of C, 16 deep per round,
+// 256 items of 8x8 (rows ty*4 + {0..3} and 64 + ty*4 + {0..3}, columns likewise with tx), the
+// slices of A and B double-buffered in __local memory (one barrier per round) and loaded from
+// __global as float4 along whichever dimension is contiguous (A: k or m, B: k or n; the kernel's
+// name says which: gemm_fast_<A><B>). a_vec/b_vec: the host found that operand's float4 loads
+// aligned (contiguous stride 1, the other stride, its offset and the contiguous extent multiples
+// of 4); otherwise scalar loads. The same arguments, the same split over k and the same order of
+// the sum over k as gemm.
+#if defined(MEM_LOCAL) && GEMM_TM == 128 && GEMM_TN == 128 && GEMM_TK == 16 && GEMM_RM == 8 && GEMM_RN == 8
+#define FT_LD 132  // a __local row: 128 + 4 (float4-aligned; transposed stores meet fewer bank conflicts)
+
+// Element (r, k) .. of an operand X(r, k) = X[off + r*xr + k*xk]: the four along the contiguous
+// dimension from (r, k), zeros outside R x K.
+inline float4 ft_load(__global const float* X, int off, int xr, int xk, int R, int K, int r, int k, int rcontig,
+                      int vec) {
+    if (vec) return r < R && k < K ? *(__global const float4*)(X + off + r * xr + k * xk) : (float4)(0.0f);
+    float4 v;
+    if (rcontig) {
+        v.s0 = r < R && k < K ? X[off + r * xr + k * xk] : 0.0f;
+        v.s1 = r + 1 < R && k < K ? X[off + (r + 1) * xr + k * xk] : 0.0f;
+        v.s2 = r + 2 < R && k < K ? X[off + (r + 2) * xr + k * xk] : 0.0f;
+        v.s3 = r + 3 < R && k < K ? X[off + (r + 3) * xr + k * xk] : 0.0f;
+    } else {
+        v.s0 = r < R && k < K ? X[off + r * xr + k * xk] : 0.0f;
+        v.s1 = r < R && k + 1 < K ? X[off + r * xr + (k + 1) * xk] : 0.0f;
+        v.s2 = r < R && k + 2 < K ? X[off + r * xr + (k + 2) * xk] : 0.0f;
+        v.s3 = r < R && k + 3 < K ? X[off + r * xr + (k + 3) * xk] : 0.0f;
+    }
+    return v;
+}
+
+// Item lid's two float4 of the 128 x 16 slice at (r0, k0): k-contiguous: rows lid/4 and 64 + lid/4,
+// k0 + 4*(lid%4); r-contiguous: k0 + lid/32 and k0 + 8 + lid/32, rows r0 + 4*(lid%32).
+inline void ft_fetch(float4* v, __global const float* X, int off, int xr, int xk, int R, int K, int r0, int k0,
+                     int rcontig, int vec, int lid) {
+    if (rcontig) {
+        v[0] = ft_load(X, off, xr, xk, R, K, r0 + 4 * (lid % 32), k0 + lid / 32, 1, vec);
+        v[1] = ft_load(X, off, xr, xk, R, K, r0 + 4 * (lid % 32), k0 + 8 + lid / 32, 1, vec);
+    } else {
+        v[0] = ft_load(X, off, xr, xk, R, K, r0 + lid / 4, k0 + 4 * (lid % 4), 0, vec);
+        v[1] = ft_load(X, off, xr, xk, R, K, r0 + 64 + lid / 4, k0 + 4 * (lid % 4), 0, vec);
+    }
+}
+
+// ... into Xs[k][r] (16 x FT_LD).
+inline void ft_stash(const float4* v, __local float* Xs, int rcontig, int lid) {
+    if (rcontig) {
+        vstore4(v[0], 0, Xs + (lid / 32) * FT_LD + 4 * (lid % 32));
+        vstore4(v[1], 0, Xs + (8 + lid / 32) * FT_LD + 4 * (lid % 32));
+    } else {
+        for (int h = 0; h < 2; ++h) {
+            __local float* at = Xs + 4 * (lid % 4) * FT_LD + h * 64 + lid / 4;
+            at[0] = v[h].s0;
+            at[FT_LD] = v[h].s1;
+            at[2 * FT_LD] = v[h].s2;
+            at[3 * FT_LD] = v[h].s3;
+        }
+    }
+}
+
+inline void gemm_fast_body(int M, int N, int K, int k_len, __global const float* A, int a_off, int a_m, int a_k,
+                           __global const float* B, int b_off, int b_k, int b_n, __global float* C, int c_off, int c_m,
+                           int c_n, int c_z, int mode, int act, __global const float* E, int e_off, int a_vec,
+                           int b_vec, const int a_mcontig, const int b_ncontig, __local float* As,
+                           __local float* Bs) {
+    const int lid = (int)get_local_id(0), tx = lid % 16, ty = lid / 16, z = (int)get_group_id(2);
+    const int tm = (int)get_group_id(1) * 128, tn = (int)get_group_id(0) * 128;
+    a_off += z * k_len * a_k;
+    b_off += z * k_len * b_k;
+    c_off += z * c_z;
+    K = min(k_len, K - z * k_len);
+    float acc[8][8];
+    for (int i = 0; i < 8; ++i)
+        for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
+    float4 ra[2], rb[2];
+    ft_fetch(ra, A, a_off, a_m, a_k, M, K, tm, 0, a_mcontig, a_vec, lid);
+    ft_fetch(rb, B, b_off, b_n, b_k, N, K, tn, 0, b_ncontig, b_vec, lid);
+    ft_stash(ra, As, a_mcontig, lid);
+    ft_stash(rb, Bs, b_ncontig, lid);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    int cur = 0;
+    for (int k0 = 0; k0 < K; k0 += 16) {
+        const int more = k0 + 16 < K;
+        if (more) {
+            ft_fetch(ra, A, a_off, a_m, a_k, M, K, tm, k0 + 16, a_mcontig, a_vec, lid);
+            ft_fetch(rb, B, b_off, b_n, b_k, N, K, tn, k0 + 16, b_ncontig, b_vec, lid);
+        }
+        __local const float* as = As + cur * 16 * FT_LD;
+        __local const float* bs = Bs + cur * 16 * FT_LD;
+#pragma unroll
+        for (int kk = 0; kk < 16; ++kk) {
+            const float4 a0 = vload4(0, as + kk * FT_LD + ty * 4), a1 = vload4(0, as + kk * FT_LD + 64 + ty * 4);
+            const float4 b0 = vload4(0, bs + kk * FT_LD + tx * 4), b1 = vload4(0, bs + kk * FT_LD + 64 + tx * 4);
+            const float a[8] = {a0.s0, a0.s1, a0.s2, a0.s3, a1.s0, a1.s1, a1.s2, a1.s3};
+            const float b[8] = {b0.s0, b0.s1, b0.s2, b0.s3, b1.s0, b1.s1, b1.s2, b1.s3};
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+#pragma unroll
+                for (int j = 0; j < 8; ++j) acc[i][j] = mad(a[i], b[j], acc[i][j]);
+        }
+        if (more) {
+            ft_stash(ra, As + (cur ^ 1) * 16 * FT_LD, a_mcontig, lid);
+            ft_stash(rb, Bs + (cur ^ 1) * 16 * FT_LD, b_ncontig, lid);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        cur ^= 1;
+    }
+    // C along n in float4 where its rows allow (each item's 4 neighbouring columns, lanes side by side).
+    const int c_vec = c_n == 1 && c_off % 4 == 0 && c_m % 4 == 0 && N % 4 == 0;
+    for (int i = 0; i < 8; ++i) {
+        const int m = tm + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
+        if (m >= M) continue;
+        if (c_vec) {
+            for (int h = 0; h < 2; ++h) {
+                const int n = tn + h * 64 + tx * 4, at = m * c_m + n;
+                if (n >= N) continue;
+                float4 v;
+                v.s0 = epilogue(acc[i][4 * h], at, m, n, mode, act, E, e_off);
+                v.s1 = epilogue(acc[i][4 * h + 1], at + 1, m, n + 1, mode, act, E, e_off);
+                v.s2 = epilogue(acc[i][4 * h + 2], at + 2, m, n + 2, mode, act, E, e_off);
+                v.s3 = epilogue(acc[i][4 * h + 3], at + 3, m, n + 3, mode, act, E, e_off);
+                *(__global float4*)(C + c_off + at) = v;
+            }
+            continue;
+        }
+        for (int j = 0; j < 8; ++j) {
+            const int n = tn + (j < 4 ? tx * 4 + j : 64 + tx * 4 + j - 4);
+            if (n >= N) continue;
+            const int at = m * c_m + n * c_n;
+            C[c_off + at] = epilogue(acc[i][j], at, m, n, mode, act, E, e_off);
+        }
+    }
+}
+
+#define GEMM_FAST(NAME, A_M, B_N)                                                                                  \
+    __kernel __attribute__((reqd_work_group_size(256, 1, 1))) void NAME(                                           \
+        int M, int N, int K, int k_len, __global const float* A, int a_off, int a_m, int a_k,                      \
+        __global const float* B, int b_off, int b_k, int b_n, __global float* C, int c_off, int c_m, int c_n,      \
+        int c_z, int mode, int act, __global const float* E, int e_off, int a_vec, int b_vec) {                    \
+        __local float As[2 * 16 * FT_LD], Bs[2 * 16 * FT_LD];                                                      \
+        gemm_fast_body(M, N, K, k_len, A, a_off, a_m, a_k, B, b_off, b_k, b_n, C, c_off, c_m, c_n, c_z, mode, act, \
+                       E, e_off, a_vec, b_vec, A_M, B_N, As, Bs);                                                  \
+    }
+GEMM_FAST(gemm_fast_kk, 0, 0)  // A(m, k) and B(k, n) contiguous along k: a layer's forward
+GEMM_FAST(gemm_fast_kn, 0, 1)  // A along k, B along n: the previous layer's delta
+GEMM_FAST(gemm_fast_mn, 1, 1)  // A along m, B along n: the weight gradient
+GEMM_FAST(gemm_fast_mk, 1, 0)
+#endif
+
+// ---- a convolution with one input map, stride 1 and CONV_FK x CONV_FK kernels (the first layer
+// of the CNN and LeNet-5): each item computes 4 neighbouring outputs of a row for a group of
+// output maps, its (CONV_FK) x (CONV_FK + 3) input window in registers. gpu-local stages the
+// sample's zero-padded input plane (CONV_PLANE floats at most) and the group's weights in
+// __local memory; gpu and gpu-constant read the input from __global (and the weights from
+// SMALL_W). Output map o's weights are w[o*FK*FK ..], its connection the only input map.
+#ifdef CONV_FK
+#define FK CONV_FK
+#define FX (CONV_FK + 3)
+
+// The window of padded-plane rows y .. y+FK-1, columns x0 .. x0+FX-1 (plane coordinates: input
+// (iy, ix) is plane (iy + P, ix + P)).
+#ifdef MEM_LOCAL
+#define CONV_STAGE_PLANE(plane, src, IH, IW, P, LW)                                           \
+    for (int e = (int)get_local_id(0); e < ((IH) + 2 * (P)) * (LW); e += (int)get_local_size(0)) { \
+        const int py = e / (LW), px = e % (LW), iy = py - (P), ix = px - (P);                 \
+        plane[e] = iy >= 0 && iy < (IH) && ix >= 0 && ix < (IW) ? src[iy * (IW) + ix] : 0.0f;  \
+    }
+#define CONV_WIN(v, plane, src, IH, IW, P, LW, y, x0)                                            \
+    for (int ky = 0; ky < FK; ++ky)                                                              \
+        for (int kx = 0; kx < FX; ++kx) v[ky][kx] = plane[((y) + ky) * (LW) + (x0) + kx];
+#else
+#define CONV_WIN(v, plane, src, IH, IW, P, LW, y, x0)                                            \
+    for (int ky = 0; ky < FK; ++ky)                                                              \
+        for (int kx = 0; kx < FX; ++kx) {                                                        \
+            const int iy = (y) + ky - (P), ix = (x0) + kx - (P);                                 \
+            v[ky][kx] = iy >= 0 && iy < (IH) && ix >= 0 && ix < (IW) ? src[iy * (IW) + ix] : 0.0f; \
+        }
+#endif
+
+// NDRange (round_up(OH * ceil(OW/4), G), count * groups), work-group (G, 1): group g of sample s
+// computes maps [g*maps, min(OC, (g+1)*maps)).
+__kernel void conv_forward_fast(__global const float* in, __global float* out, SMALL_W const float* w,
+                                SMALL_W const float* b, int IH, int IW, int OC, int OH, int OW, int P, int act,
+                                int maps) {
+    const int q = (int)get_global_id(0), sg = (int)get_global_id(1), groups = (OC + maps - 1) / maps;
+    const int s = sg / groups, o0 = sg % groups * maps, o1 = min(OC, o0 + maps), QW = (OW + 3) / 4;
+    __global const float* src = in + (size_t)s * IH * IW;
+#ifdef MEM_LOCAL
+    const int LW = IW + 2 * P + 3;
+    __local float plane[CONV_PLANE];
+    __local float wl[CONV_FW];
+    CONV_STAGE_PLANE(plane, src, IH, IW, P, LW)
+    for (int e = (int)get_local_id(0); e < (o1 - o0) * FK * FK; e += (int)get_local_size(0)) wl[e] = w[o0 * FK * FK + e];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    __local const float* wo = wl - o0 * FK * FK;
+#else
+    SMALL_W const float* wo = w;
+#endif
+    if (q >= OH * QW) return;
+    const int y = q / QW, x0 = q % QW * 4;
+    float v[FK][FX];
+    CONV_WIN(v, plane, src, IH, IW, P, LW, y, x0)
+    __global float* dst = out + (size_t)s * OC * OH * OW + y * OW + x0;
+    for (int o = o0; o < o1; ++o) {
+        float a0 = b[o], a1 = a0, a2 = a0, a3 = a0;
+#pragma unroll
+        for (int ky = 0; ky < FK; ++ky)
+#pragma unroll
+            for (int kx = 0; kx < FK; ++kx) {
+                const float c = wo[o * FK * FK + ky * FK + kx];
+                a0 = mad(c, v[ky][kx], a0);
+                a1 = mad(c, v[ky][kx + 1], a1);
+                a2 = mad(c, v[ky][kx + 2], a2);
+                a3 = mad(c, v[ky][kx + 3], a3);
+            }
+        __global float* d = dst + (size_t)o * OH * OW;
+        if ((OW & 3) == 0) {  // float4-aligned rows (OH*OW a multiple of 4 too)
+            *(__global float4*)d = (float4)(act_forward(act, a0), act_forward(act, a1), act_forward(act, a2),
+                                            act_forward(act, a3));
+            continue;
+        }
+        d[0] = act_forward(act, a0);
+        if (x0 + 1 < OW) d[1] = act_forward(act, a1);
+        if (x0 + 2 < OW) d[2] = act_forward(act, a2);
+        if (x0 + 3 < OW) d[3] = act_forward(act, a3);
+    }
+}
+
+// The weight and bias gradient shares as conv_partials writes them (share r = s*chunks + c: the
+// output rows [c*rows, min(OH, (c+1)*rows)) of sample s). Item lid = g*OC + o sums map o's
+// FK*FK weights and bias over the rows y0 + g, y0 + g + G, ..., 4 outputs of a row at a time;
+// then the G row groups' sums are added up in g order. NDRange (OC*G, shares), work-group (OC*G, 1).
+__kernel void conv_partials_fast(__global const float* in, __global const float* d, __global float* part, int IH,
+                                 int IW, int OC, int OH, int OW, int P, int rows) {
+    const int lid = (int)get_local_id(0), r = (int)get_global_id(1), G = (int)get_local_size(0) / OC;
+    const int o = lid % OC, g = lid / OC;
+    const int chunks = (OH + rows - 1) / rows, s = r / chunks, y0 = r % chunks * rows, y1 = min(OH, y0 + rows);
+    __global const float* src = in + (size_t)s * IH * IW;
+    __global const float* dm = d + ((size_t)s * OC + o) * OH * OW;
+    __local float shared[CONV_SHARED];
+#ifdef MEM_LOCAL
+    const int LW = IW + 2 * P + 3;
+    __local float* plane = shared;
+    CONV_STAGE_PLANE(plane, src, IH, IW, P, LW)
+    barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+    float acc[FK][FK], bias = 0.0f;
+    for (int ky = 0; ky < FK; ++ky)
+        for (int kx = 0; kx < FK; ++kx) acc[ky][kx] = 0.0f;
+    for (int y = y0 + g; y < y1; y += G)
+        for (int x0 = 0; x0 < OW; x0 += 4) {
+            float v[FK][FX];
+            CONV_WIN(v, plane, src, IH, IW, P, LW, y, x0)
+            float d0, d1, d2, d3;
+            if ((OW & 3) == 0) {  // float4-aligned rows
+                const float4 dv = *(__global const float4*)(dm + y * OW + x0);
+                d0 = dv.s0, d1 = dv.s1, d2 = dv.s2, d3 = dv.s3;
+            } else {
+                d0 = dm[y * OW + x0], d1 = x0 + 1 < OW ? dm[y * OW + x0 + 1] : 0.0f;
+                d2 = x0 + 2 < OW ? dm[y * OW + x0 + 2] : 0.0f, d3 = x0 + 3 < OW ? dm[y * OW + x0 + 3] : 0.0f;
+            }
+            bias += d0 + d1 + d2 + d3;
+#pragma unroll
+            for (int ky = 0; ky < FK; ++ky)
+#pragma unroll
+                for (int kx = 0; kx < FK; ++kx)
+                    acc[ky][kx] += d0 * v[ky][kx] + d1 * v[ky][kx + 1] + d2 * v[ky][kx + 2] + d3 * v[ky][kx + 3];
+        }
+    barrier(CLK_LOCAL_MEM_FENCE);  // the plane is done with: the sums take its place
+    const int per = FK * FK + 1, weights = OC * FK * FK;
+    for (int t = 0; t < FK * FK; ++t) shared[lid * per + t] = acc[t / FK][t % FK];
+    shared[lid * per + FK * FK] = bias;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int e = lid; e < OC * per; e += (int)get_local_size(0)) {
+        const int oe = e / per, t = e % per;
+        float sum = 0.0f;
+        for (int h = 0; h < G; ++h) sum += shared[(h * OC + oe) * per + t];
+        part[(size_t)r * (weights + OC) + (t < FK * FK ? oe * FK * FK + t : weights + oe)] = sum;
+    }
+}
+#undef FK
+#undef FX
+#endif  // CONV_FK
+
+// Max or average pooling with windows that tile the input (stride = window, no input left over):
+// each item takes one window, its output's delta to the window's inputs (max: to the first largest
+// only), times their activation's derivative. NDRange (round_up(OH*OW, WG), count*C).
+__kernel void pool_backward_tiled(__global const float* in, __global const float* d, __global float* din, int IH,
+                                  int IW, int OH, int OW, int K, int is_max, int in_act) {
+    const int p = (int)get_global_id(0), sc = (int)get_global_id(1);
+    if (p >= OH * OW) return;
+    const int y = p / OW, x = p % OW;
+    const size_t base = (size_t)sc * IH * IW + (size_t)(y * K) * IW + x * K;
+    const float g = d[(size_t)sc * OH * OW + p];
+    int best = 0;
+    if (is_max)
+        for (int ky = 0; ky < K; ++ky)
+            for (int kx = 0; kx < K; ++kx)
+                if (in[base + ky * IW + kx] > in[base + best / K * IW + best % K]) best = ky * K + kx;
+    for (int ky = 0; ky < K; ++ky)
+        for (int kx = 0; kx < K; ++kx) {
+            const size_t at = base + ky * IW + kx;
+            const float share = is_max ? (ky * K + kx == best ? g : 0.0f) : g / (float)(K * K);
+            din[at] = delta_of(in_act, in[at], share);
+        }
+}
+
+// sum_rows for many rows: work-group (8, 32); item (c, j) sums the rows of its 32nd in order,
+// then item (c, 0) the 32 sums in order. NDRange (round_up(cols, 8), 32).
+__kernel __attribute__((reqd_work_group_size(8, 32, 1))) void sum_rows32(__global const float* part, int rows,
+                                                                          int cols, int split, __global float* grads,
+                                                                          int off_w, int off_b) {
+    const int c = (int)get_global_id(0), j = (int)get_local_id(1), lc = (int)get_local_id(0);
+    __local float sums[32][8];
+    const int len = (rows + 31) / 32, r0 = j * len, r1 = min(rows, r0 + len);
+    float sum = 0.0f;
+    if (c < cols)
+        for (int r = r0; r < r1; ++r) sum += part[(size_t)r * cols + c];
+    sums[j][lc] = sum;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (j != 0 || c >= cols) return;
+    float total = 0.0f;
+    for (int h = 0; h < 32; ++h) total += sums[h][lc];
+    grads[c < split ? off_w + c : off_b + c - split] = total;
+}
+
+// ---- GEMMs of at most 16 rows of C and a deep k (a small batch's fully connected layers,
+// gpu-local): every group takes a slice of k (k_len deep, at most SK_KC; group z) and writes its
+// sums to the slice C + z*c_z (EPI_STORE; gemm_reduce adds the slices up in order and applies the
+// epilogue), so B (the weights) is read once by many groups. A's 16 x k_len slice is staged in
+// __local memory (zeros outside A).
+#ifdef MEM_LOCAL
+#define SK_KC 256
+
+// As[m*SK_KC + k] (by_m) or As[k*16 + m].
+inline void skinny_stage(__local float* As, __global const float* A, int a_off, int a_m, int a_k, int M, int K,
+                         int k0, int k_len, int by_m) {
+    for (int e = (int)get_local_id(0); e < 16 * SK_KC; e += (int)get_local_size(0)) {
+        const int m = a_k == 1 ? e / SK_KC : e % 16, kk = a_k == 1 ? e % SK_KC : e / 16;
+        const float v = m < M && kk < k_len && k0 + kk < K ? A[a_off + m * a_m + (k0 + kk) * a_k] : 0.0f;
+        As[by_m ? m * SK_KC + kk : kk * 16 + m] = v;
+    }
+}
+
+// B along k (B(k, n) = B[b_off + k + n*b_n]: a layer's forward, W [N][K]). Items (r, lane) =
+// (lid/32, lid%32): columns nb + 4r .. nb + 4r + 3 of the group's 32, k = lane, lane + 32, ...;
+// then the 32 lanes' sums are added up in lane order. NDRange (ceil(N/32)*256, 1, splits),
+// work-group (256, 1, 1).
+__kernel __attribute__((reqd_work_group_size(256, 1, 1))) void gemm_skinny_k(
+    int M, int N, int K, int k_len, __global const float* A, int a_off, int a_m, int a_k, __global const float* B,
+    int b_off, int b_n, __global float* C, int c_z) {
+    __local float As[16 * SK_KC + 128];  // the lane sums too: 8 x 16 rows of 33
+    const int lid = (int)get_local_id(0), r = lid / 32, lane = lid % 32, z = (int)get_group_id(2);
+    const int nb = (int)get_group_id(0) * 32, k0 = z * k_len;
+    skinny_stage(As, A, a_off, a_m, a_k, M, K, k0, k_len, 1);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float acc[4][16];
+    for (int c = 0; c < 4; ++c)
+        for (int m = 0; m < 16; ++m) acc[c][m] = 0.0f;
+    int col[4];
+    for (int c = 0; c < 4; ++c) col[c] = b_off + min(nb + 4 * r + c, N - 1) * b_n;
+    const int len = min(k_len, K - k0);
+    for (int kk = lane; kk < len; kk += 32) {
+        float w[4];
+        for (int c = 0; c < 4; ++c) w[c] = B[col[c] + k0 + kk];
+#pragma unroll
+        for (int m = 0; m < 16; ++m) {
+            const float a = As[m * SK_KC + kk];
+#pragma unroll
+            for (int c = 0; c < 4; ++c) acc[c][m] = mad(a, w[c], acc[c][m]);
+        }
+    }
+    for (int c = 0; c < 4; ++c) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int m = 0; m < 16; ++m) As[(r * 16 + m) * 33 + lane] = acc[c][m];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid < 128) {
+            const int rr = lid / 16, m = lid % 16, n = nb + 4 * rr + c;
+            float sum = 0.0f;
+            for (int l = 0; l < 32; ++l) sum += As[(rr * 16 + m) * 33 + l];
+            if (m < M && n < N) C[z * c_z + m * N + n] = sum;
+        }
+    }
+}
+
+// B along n (B(k, n) = B[b_off + k*b_k + n]: the previous layer's delta, W [K][N]): item lid takes
+// column nb + lid, its 16 sums over the slice in k order. NDRange (round_up(N, 256), 1, splits).
+__kernel __attribute__((reqd_work_group_size(256, 1, 1))) void gemm_skinny_n(
+    int M, int N, int K, int k_len, __global const float* A, int a_off, int a_m, int a_k, __global const float* B,
+    int b_off, int b_k, __global float* C, int c_z) {
+    __local float As[16 * SK_KC];
+    const int lid = (int)get_local_id(0), z = (int)get_group_id(2), k0 = z * k_len;
+    const int n = (int)get_group_id(0) * 256 + lid;
+    skinny_stage(As, A, a_off, a_m, a_k, M, K, k0, k_len, 0);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (n >= N) return;
+    float acc[16];
+    for (int m = 0; m < 16; ++m) acc[m] = 0.0f;
+    const int len = min(k_len, K - k0);
+    __global const float* b = B + b_off + (size_t)k0 * b_k + n;
+    // Four rows of B in flight at a time (their loads issued before the sums that wait for them).
+    for (int k4 = 0; k4 < len; k4 += 4) {
+        float w[4];
+        for (int u = 0; u < 4; ++u) w[u] = k4 + u < len ? b[(size_t)(k4 + u) * b_k] : 0.0f;
+        for (int u = 0; u < 4; ++u)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                const float4 a = vload4(q, As + (k4 + u) * 16);
+                acc[4 * q] = mad(a.s0, w[u], acc[4 * q]);
+                acc[4 * q + 1] = mad(a.s1, w[u], acc[4 * q + 1]);
+                acc[4 * q + 2] = mad(a.s2, w[u], acc[4 * q + 2]);
+                acc[4 * q + 3] = mad(a.s3, w[u], acc[4 * q + 3]);
+            }
+    }
+    for (int m = 0; m < M; ++m) C[z * c_z + m * N + n] = acc[m];
+}
+#endif
 
 #endif  // LENET5_BATCH

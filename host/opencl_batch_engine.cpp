@@ -36,7 +36,21 @@ constexpr size_t kPartialItems = 2048;
 constexpr int kMinSplitDepth = 256;
 
 // batch_layers.cl's GEMM epilogues.
-constexpr int kStore = 0, kBiasAct = 1, kDelta = 2;
+constexpr int kStore = 0, kBiasAct = 1, kDelta = 2, kBiasActM = 3;
+
+// The fast convolution kernels' limits (batch_layers.cl, CONV_FK): the zero-padded input plane
+// (rows of IW + 2P + 3) and one work-group's weights, in floats of __local memory.
+constexpr size_t kConvPlane = 4096, kConvWeights = 4096;
+
+// The fast convolution kernels take a layer with one input map, stride 1 and kernels of fk x fk.
+bool fast_conv(const LayerSpec& l, int fk) {
+    if (l.kind != LayerKind::Conv || l.in.c != 1 || l.stride != 1 || l.kernel != fk || l.out.c > 256) return false;
+    if (static_cast<size_t>(l.in.h + 2 * l.pad) * static_cast<size_t>(l.in.w + 2 * l.pad + 3) > kConvPlane) return false;
+    if (static_cast<size_t>(l.out.c * l.kernel * l.kernel) > kConvWeights) return false;
+    for (int o = 0; o <= l.out.c; ++o)
+        if (l.conn_begin[static_cast<size_t>(o)] != o) return false;  // every map has its one connection
+    return true;
+}
 
 // One file of the embedded kernel source: cmake/embed_kernels.cmake puts each after a line
 // #line 1 "name". The batch engine compiles its own files, not the per-sample kernels, which need
@@ -163,8 +177,20 @@ void OpenCLBatchEngine::build_program() {
                                                             : "";
     // LENET5_CL_OPTIONS: extra options for the OpenCL compiler, for experiments (as OpenCLEngine).
     const char* env = std::getenv("LENET5_CL_OPTIONS");
+    // The fast convolution kernels are built for the kernel size of the first layer they can take.
+    conv_fk_ = 0;
+    for (const auto& l : net_.layers)
+        if (conv_fk_ == 0 && fast_conv(l, l.kernel)) conv_fk_ = l.kernel;
+    std::string conv_fast;
+    if (conv_fk_) {
+        const size_t sums = 256 * static_cast<size_t>(conv_fk_ * conv_fk_ + 1);
+        conv_fast = " -DCONV_FK=" + std::to_string(conv_fk_) + " -DCONV_PLANE=" + std::to_string(kConvPlane) +
+                    " -DCONV_FW=" + std::to_string(kConvWeights) + " -DCONV_SHARED=" +
+                    std::to_string(memory_ == MemoryVariant::Local ? std::max(sums, kConvPlane) : sums);
+    }
     const std::string options = std::string("-cl-std=CL1.2 -DLENET5_BATCH") + memory +
-                                " -DCONV_LOCAL_FLOATS=" + std::to_string(conv_local) + (env && *env ? std::string(" ") + env : "");
+                                " -DCONV_LOCAL_FLOATS=" + std::to_string(conv_local) + conv_fast +
+                                (env && *env ? std::string(" ") + env : "");
     auto tiles = [](const GemmTiles& t) {
         return " -DGEMM_TM=" + std::to_string(t.tm) + " -DGEMM_TN=" + std::to_string(t.tn) +
                " -DGEMM_TK=" + std::to_string(t.tk) + " -DGEMM_RM=" + std::to_string(t.rm) +
@@ -194,24 +220,67 @@ void OpenCLBatchEngine::gemm(std::vector<Launch>& into, const std::string& name,
                              const cl::Buffer& A, int a_off, int a_m, int a_k, const cl::Buffer& B, int b_off, int b_k,
                              int b_n, const cl::Buffer& C, int c_off, int c_m, int c_n, int mode, int act,
                              const cl::Buffer& E, int e_off) {
+    // C with few columns and many rows: C^T = B^T A^T, so that the small tiles take it.
+    if (M > kSmallRows && N <= kSmallRows) {
+        gemm(into, name, N, M, K, B, b_off, b_n, b_k, A, a_off, a_k, a_m, C, c_off, c_n, c_m,
+             mode == kBiasAct ? kBiasActM : mode, act, E, e_off);
+        return;
+    }
+    // gpu-local, at most 16 rows and a deep k: slices of k over many groups (gemm_skinny_*), B read once.
+    const bool b_kcontig = b_k == 1 && b_n != 1, b_ncont = b_n == 1 && b_k != 1;
+    if (memory_ == MemoryVariant::Local && M <= 16 && K >= 256 && (a_k == 1 || a_m == 1) && (b_kcontig || b_ncont)) {
+        const size_t blocks = b_kcontig ? (static_cast<size_t>(N) + 31) / 32 : (static_cast<size_t>(N) + 255) / 256;
+        // Slices of 64 .. 256 (multiples of 64), about as many as give every compute unit six groups.
+        size_t k_len = round_up(static_cast<size_t>(K) * blocks / (6 * compute_units_), 64);
+        k_len = std::clamp<size_t>(k_len, 64, 256);
+        const size_t splits = (static_cast<size_t>(K) + k_len - 1) / k_len, slice = static_cast<size_t>(M) * N;
+        scratch_.emplace_back(context_, CL_MEM_READ_WRITE, splits * slice * sizeof(float));
+        const cl::NDRange global(blocks * 256, 1, splits), local(256, 1, 1);
+        if (b_kcontig)
+            into.push_back({kernel(program_, "gemm_skinny_k", M, N, K, as_int(k_len), A, a_off, a_m, a_k, B, b_off, b_n,
+                                   scratch_.back(), as_int(slice)),
+                            global, local, name});
+        else
+            into.push_back({kernel(program_, "gemm_skinny_n", M, N, K, as_int(k_len), A, a_off, a_m, a_k, B, b_off, b_k,
+                                   scratch_.back(), as_int(slice)),
+                            global, local, name});
+        into.push_back({kernel(program_, "gemm_reduce", scratch_.back(), as_int(splits), M, N, C, c_off, c_m, c_n, mode,
+                               act, E, e_off),
+                        cl::NDRange(round_up(slice, wg_)), cl::NDRange(wg_), name + " (reduce)"});
+        return;
+    }
     const bool small = M <= kSmallRows;
     const GemmTiles& t = small ? kSmallTiles : kLargeTiles;
+    // gpu-local's fast GEMM (gemm_fast_*): each operand contiguous along k or along m (A) / n (B).
+    const bool a_mcontig = a_m == 1 && a_k != 1, b_ncontig = b_n == 1 && b_k != 1;
+    const bool fast = memory_ == MemoryVariant::Local && !small && (a_mcontig || a_k == 1) && (b_ncontig || b_k == 1);
+    const int a_vec = a_off % 4 == 0 && (a_mcontig ? a_k % 4 == 0 && M % 4 == 0 : a_m % 4 == 0 && K % 4 == 0);
+    const int b_vec = b_off % 4 == 0 && (b_ncontig ? b_k % 4 == 0 && N % 4 == 0 : b_n % 4 == 0 && K % 4 == 0);
     const size_t tiles_n = (static_cast<size_t>(N) + t.tn - 1) / t.tn;
     const size_t tiles_m = (static_cast<size_t>(M) + t.tm - 1) / t.tm;
     const size_t tiles = tiles_n * tiles_m, want = 2 * compute_units_;
     size_t splits = 1, k_len = static_cast<size_t>(K);
     if (tiles < want) {
-        splits = std::min((want + tiles - 1) / tiles, (k_len + kMinSplitDepth - 1) / kMinSplitDepth);
+        // The fast GEMM's groups fill the device in one wave at two per compute unit: no more.
+        splits = std::min(fast ? std::max<size_t>(1, want / tiles) : (want + tiles - 1) / tiles,
+                          (k_len + kMinSplitDepth - 1) / kMinSplitDepth);
         k_len = round_up((k_len + splits - 1) / splits, static_cast<size_t>(t.tk));
         splits = (static_cast<size_t>(K) + k_len - 1) / k_len;
     }
     const cl::Program& program = small ? small_gemm_ : program_;
     const cl::NDRange global(tiles_n * t.items_n(), tiles_m * t.items_m(), splits),
         local(t.items_n(), t.items_m(), 1);
+    const char* fast_name = a_mcontig ? (b_ncontig ? "gemm_fast_mn" : "gemm_fast_mk")
+                                      : (b_ncontig ? "gemm_fast_kn" : "gemm_fast_kk");
     auto launch = [&](const cl::Buffer& out, int off, int o_m, int o_n, int o_z, int o_mode) {
-        into.push_back({kernel(program, "gemm", M, N, K, as_int(k_len), A, a_off, a_m, a_k, B, b_off, b_k, b_n, out,
-                               off, o_m, o_n, o_z, o_mode, act, E, e_off),
-                        global, local, name});
+        if (fast)
+            into.push_back({kernel(program, fast_name, M, N, K, as_int(k_len), A, a_off, a_m, a_k, B, b_off, b_k, b_n,
+                                   out, off, o_m, o_n, o_z, o_mode, act, E, e_off, a_vec, b_vec),
+                            cl::NDRange(tiles_n * 256, tiles_m, splits), cl::NDRange(256, 1, 1), name});
+        else
+            into.push_back({kernel(program, "gemm", M, N, K, as_int(k_len), A, a_off, a_m, a_k, B, b_off, b_k, b_n,
+                                   out, off, o_m, o_n, o_z, o_mode, act, E, e_off),
+                            global, local, name});
     };
     if (splits == 1) {
         launch(C, c_off, c_m, c_n, 0, mode);
@@ -223,6 +292,17 @@ void OpenCLBatchEngine::gemm(std::vector<Launch>& into, const std::string& name,
     into.push_back({kernel(program_, "gemm_reduce", scratch_.back(), as_int(splits), M, N, C, c_off, c_m, c_n, mode,
                            act, E, e_off),
                     cl::NDRange(round_up(slice, wg_)), cl::NDRange(wg_), name + " (reduce)"});
+}
+
+// grads[off_w + c] (c < split) or grads[off_b + c - split] = the sum of part's rows in order
+// (sum_rows; sum_rows32 in 32 parts, then those in order, for many rows).
+OpenCLBatchEngine::Launch OpenCLBatchEngine::sum_rows(const cl::Buffer& part, int rows, int cols, int split, int off_w,
+                                                      int off_b, const std::string& layer) {
+    if (rows >= 64)
+        return {kernel(program_, "sum_rows32", part, rows, cols, split, grads_, off_w, off_b),
+                cl::NDRange(round_up(static_cast<size_t>(cols), 8), 32), cl::NDRange(8, 32), layer + " sum_rows"};
+    return {kernel(program_, "sum_rows", part, rows, cols, split, grads_, off_w, off_b),
+            cl::NDRange(round_up(static_cast<size_t>(cols), wg_)), cl::NDRange(wg_), layer + " sum_rows"};
 }
 
 // The launches of one layer for batches of `count` samples: its forward into forward_, its
@@ -251,15 +331,31 @@ void OpenCLBatchEngine::plan_layer(size_t k, int count) {
             const size_t chunks_wanted = std::clamp<size_t>(want_chunks, 1, static_cast<size_t>(OH));
             const int rows = as_int((static_cast<size_t>(OH) + chunks_wanted - 1) / chunks_wanted);
             const size_t shares = n * static_cast<size_t>((OH + rows - 1) / rows);
-            forward_.push_back({kernel(program_, "conv_forward", X, Y, d.weights, d.bias, d.conn_begin, d.conn_in, IC, IH, IW, OC,
-                                       OH, OW, K, S, P, act),
-                                rows_of(OH * OW, n * OC, wg), group, l.name + " conv_forward"});
-            back.push_back({kernel(program_, "conv_partials", X, D, partials_, d.conn_out, d.conn_in, weights, IC, IH, IW, OC, OH,
-                                   OW, K, S, P, rows),
-                            rows_of(weights + OC, shares, wg), group, l.name + " conv_partials"});
-            back.push_back({kernel(program_, "sum_rows", partials_, as_int(shares), weights + OC, weights, grads_, w_off,
-                                   b_off),
-                            cl::NDRange(round_up(weights + OC, wg)), cl::NDRange(wg), l.name + " sum_rows"});
+            if (conv_fk_ && fast_conv(l, conv_fk_)) {
+                // 4 outputs of a row per item, for `maps` output maps (fewer for small batches,
+                // so that there are enough items); the gradient shares by row groups of G.
+                const size_t quads = static_cast<size_t>(OH) * static_cast<size_t>((OW + 3) / 4);
+                const size_t groups = std::clamp<size_t>((compute_units_ * 1024 + n * quads - 1) / (n * quads), 1,
+                                                         static_cast<size_t>(OC));
+                const int maps = as_int((static_cast<size_t>(OC) + groups - 1) / groups);
+                const size_t fg = std::min<size_t>(256, round_up(quads, 32));
+                forward_.push_back({kernel(program_, "conv_forward_fast", X, Y, d.weights, d.bias, IH, IW, OC, OH, OW,
+                                           P, act, maps),
+                                    cl::NDRange(round_up(quads, fg), n * static_cast<size_t>((OC + maps - 1) / maps)),
+                                    cl::NDRange(fg, 1), l.name + " conv_forward_fast"});
+                const int G = std::max(1, std::min(256 / OC, rows));
+                back.push_back({kernel(program_, "conv_partials_fast", X, D, partials_, IH, IW, OC, OH, OW, P, rows),
+                                cl::NDRange(static_cast<size_t>(OC * G), shares), cl::NDRange(static_cast<size_t>(OC * G), 1),
+                                l.name + " conv_partials_fast"});
+            } else {
+                forward_.push_back({kernel(program_, "conv_forward", X, Y, d.weights, d.bias, d.conn_begin, d.conn_in,
+                                           IC, IH, IW, OC, OH, OW, K, S, P, act),
+                                    rows_of(OH * OW, n * OC, wg), group, l.name + " conv_forward"});
+                back.push_back({kernel(program_, "conv_partials", X, D, partials_, d.conn_out, d.conn_in, weights, IC,
+                                       IH, IW, OC, OH, OW, K, S, P, rows),
+                                rows_of(weights + OC, shares, wg), group, l.name + " conv_partials"});
+            }
+            back.push_back(sum_rows(partials_, as_int(shares), weights + OC, weights, w_off, b_off, l.name));
             if (!first)
                 back.push_back({kernel(program_, "conv_backward_data", X, D, Dp, d.weights, d.in_begin, d.in_conn, d.conn_out, IC,
                                        IH, IW, OC, OH, OW, K, S, P, in_act),
@@ -283,7 +379,11 @@ void OpenCLBatchEngine::plan_layer(size_t k, int count) {
             const int is_max = l.kind == LayerKind::MaxPool;
             forward_.push_back({kernel(program_, "pool_forward", X, Y, IH, IW, OH, OW, K, S, is_max, act),
                                 rows_of(OH * OW, n * OC, wg), group, l.name + " pool_forward"});
-            if (!first)
+            if (first) break;
+            if (S == K && IH == OH * K && IW == OW * K)  // the windows tile the input: one item per window
+                back.push_back({kernel(program_, "pool_backward_tiled", X, D, Dp, IH, IW, OH, OW, K, is_max, in_act),
+                                rows_of(OH * OW, n * IC, wg), group, l.name + " pool_backward_tiled"});
+            else
                 back.push_back({kernel(program_, "pool_backward_data", X, D, Dp, IH, IW, OH, OW, K, S, is_max, in_act),
                                 rows_of(IH * IW, n * IC, wg), group, l.name + " pool_backward_data"});
             break;
@@ -299,8 +399,7 @@ void OpenCLBatchEngine::plan_layer(size_t k, int count) {
             // dW [O][I] = D^T [O][count] X [count][I]: the sum over the samples in order.
             gemm(back, l.name + " gemm weights", O, I, count, D, 0, 1, O, X, 0, I, 1, grads_, w_off, I, 1, kStore, 0,
                  grads_, 0);
-            back.push_back({kernel(program_, "sum_rows", D, count, O, 0, grads_, 0, b_off), cl::NDRange(round_up(O, wg)),
-                            cl::NDRange(wg), l.name + " sum_rows"});
+            back.push_back(sum_rows(D, count, O, 0, 0, b_off, l.name));
             if (!first) {
                 if (d.constant_fc)
                     back.push_back({kernel(program_, "fc_backward_data_small", X, D, Dp, d.weights, count, I, O, in_act),

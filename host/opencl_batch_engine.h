@@ -79,6 +79,7 @@ private:
     void gemm(std::vector<Launch>& into, const std::string& name, int M, int N, int K, const cl::Buffer& A, int a_off,
               int a_m, int a_k, const cl::Buffer& B, int b_off, int b_k, int b_n, const cl::Buffer& C, int c_off,
               int c_m, int c_n, int mode, int act, const cl::Buffer& E, int e_off);
+    Launch sum_rows(const cl::Buffer& part, int rows, int cols, int split, int off_w, int off_b, const std::string& layer);
     void enqueue_phase(Phase phase, std::vector<Launch>& launches);
     void write(const cl::Buffer& buffer, const void* data, size_t bytes);
     void read(const cl::Buffer& buffer, void* data, size_t bytes);
@@ -97,6 +98,7 @@ private:
     cl::Program small_gemm_;  // the GEMM with small tiles
     size_t wg_ = 0;           // work-group size of the element-wise kernels
     size_t compute_units_ = 1;
+    int conv_fk_ = 0;         // the fast convolution kernels' kernel size (0: none of the layers fits them)
     DeviceLayout layout_;
     std::vector<LayerData> layers_;
 

@@ -51,6 +51,28 @@ Network odd_network() {
         .build();
 }
 
+// The fast GEMM's tile edges (gpu-local): 129 units cross the 128-wide tiles by one, 133 samples
+// the 128-row ones, and the input gradient's depth (129) is no multiple of the 16-deep rounds
+// nor of float4 (scalar loads); 10 outputs take the swapped small-tile GEMM at 70 and 133.
+Network wide_mlp() {
+    return NetworkBuilder("wide-mlp", {1, 28, 28})
+        .fully_connected("F1", 129, Activation::ReLU)
+        .fully_connected("F2", 130, Activation::Tanh)
+        .fully_connected("output", 10, Activation::None)
+        .build();
+}
+
+// Tiled average pooling after the fast convolution (6 maps: gradient groups of 42 items), a
+// sigmoid below it.
+Network avg_cnn() {
+    return NetworkBuilder("avg-cnn", {1, 28, 28})
+        .conv("C1", 6, 5, Activation::Sigmoid, {}, 1, 2)
+        .pool("A2", LayerKind::AvgPool, 2)
+        .fully_connected("F3", 33, Activation::Tanh)
+        .fully_connected("output", 10, Activation::None)
+        .build();
+}
+
 class BatchVariant : public ::testing::TestWithParam<std::string> {};
 
 }  // namespace
@@ -67,6 +89,24 @@ TEST_P(BatchVariant, MatchesCpuOnASmallCnnAtBatchSizes1To70) {
     const Network net = small_cnn();
     auto engine = batch_engine(net, GetParam());
     for (int batch : {1, 70, 2}) test::expect_matches_cpu(*engine, net, batch);
+}
+
+TEST_P(BatchVariant, MatchesCpuOnTheCnnAtBatches16And70) {
+    const Network net = load_model("cnn").net;
+    auto engine = batch_engine(net, GetParam());
+    for (int batch : {16, 70}) test::expect_matches_cpu(*engine, net, batch);
+}
+
+TEST_P(BatchVariant, MatchesCpuAcrossTheGemmTileEdges) {
+    const Network net = wide_mlp();
+    auto engine = batch_engine(net, GetParam());
+    for (int batch : {1, 16, 70, 133}) test::expect_matches_cpu(*engine, net, batch);
+}
+
+TEST_P(BatchVariant, MatchesCpuWithAveragePoolingAfterTheFastConvolution) {
+    const Network net = avg_cnn();
+    auto engine = batch_engine(net, GetParam());
+    for (int batch : {1, 16, 70}) test::expect_matches_cpu(*engine, net, batch);
 }
 
 TEST_P(BatchVariant, MatchesCpuOnLeNet5AndTheMlp) {
@@ -91,6 +131,20 @@ TEST_P(BatchVariant, SameSeedSameBits) {
     for (auto& r : runs) {
         auto engine = batch_engine(net, GetParam());
         r = test::record_step(*engine, net, data, 9, 3);
+    }
+    EXPECT_EQ(runs[0].gradients, runs[1].gradients);
+    EXPECT_EQ(runs[0].params_after, runs[1].params_after);
+    EXPECT_EQ(runs[0].loss, runs[1].loss);
+}
+
+// The same for the CNN at a batch that splits the large GEMMs over k and sums many shares.
+TEST_P(BatchVariant, SameSeedSameBitsOnTheCnn) {
+    const Network net = load_model("cnn").net;
+    const Dataset data = random_dataset(270, 6);
+    test::StepRecord runs[2];
+    for (auto& r : runs) {
+        auto engine = batch_engine(net, GetParam());
+        r = test::record_step(*engine, net, data, 130, 3);
     }
     EXPECT_EQ(runs[0].gradients, runs[1].gradients);
     EXPECT_EQ(runs[0].params_after, runs[1].params_after);
