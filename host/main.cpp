@@ -157,11 +157,11 @@ int main(int argc, char** argv) {
     try {
         return run(std::vector<std::string>(argv + 1, argv + argc));
     } catch (const UsageError& e) {
-        std::cerr << "lenet5: error: " << rank << e.what() << "\n";
+        std::cerr << "lenet5: error: " + rank + e.what() + "\n" << std::flush;  // one write: ranks' lines interleave
         mpi_abort(2);
         return 2;
     } catch (const std::exception& e) {
-        std::cerr << "lenet5: error: " << rank << e.what() << "\n";
+        std::cerr << "lenet5: error: " + rank + e.what() + "\n" << std::flush;
         mpi_abort(1);
         return 1;
     }

@@ -26,10 +26,15 @@ TEST(Version, ListsTheBuildOptions) {
 #else
     const std::string openmp = "OpenMP no";
 #endif
+#ifdef LENET5_HAVE_MPI
+    const std::string mpi = "MPI yes";
+#else
+    const std::string mpi = "MPI no";
+#endif
     const size_t line = r.out.find("\nbuild: ");
     ASSERT_NE(line, std::string::npos) << r.out;
     const std::string build = r.out.substr(line + 1);
-    for (const std::string& part : {opencl, simd, openmp, std::string("CLBlast no"), std::string("MPI no"),
+    for (const std::string& part : {opencl, simd, openmp, std::string("CLBlast no"), mpi,
                                     std::string("ONNX no")})
         EXPECT_NE(build.find(part), std::string::npos) << part << " in " << build;
 }
