@@ -158,3 +158,90 @@ __kernel void gradients_sgd(__global const float* acts, __global const float* de
     grads[p] = g;
     sgd_step(params, velocity, p, g, lr, momentum, weight_decay);
 }
+
+#ifdef SPREAD_FIRST
+// Batch 1 of a network that starts fully connected (the host defines SPREAD_FIRST and the names
+// below): the first layer's weights are most of the work, so its rows are spread over many
+// work-groups (first_forward), and the small layers after it (the tail) run either in one group
+// (tail_step, before gradients_sgd) or, fused with the gradients and the update, redundantly in
+// every group of step_update. The results are gradients_sgd's, the same in every group.
+//   FIRST_OUT, FIRST_AT   the first layer's outputs, and where they are in a sample's activations
+//   TAIL_BEGIN            the tail's parameters: the device layout from there on
+//   TAIL_WORK             floats of a group's work area in tail_step and step_update
+//   NETWORK_FIRST_FORWARD, NETWORK_TAIL_FORWARD, NETWORK_STEP_GRADIENTS   calls, as the NETWORK_ macros
+
+// The first layer of the training sample rows[first] (into acts, a batch of one), its input
+// copied to acts as forward_samples does, and the tail's parameters copied to `snapshot` (same
+// offsets) for step_update. NDRange (ceil(FIRST_OUT / (SG / LANES)) * SG), work-group SG.
+__kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void first_forward(
+    __global const float* inputs, __global const int* rows, int first, __global float* acts,
+    __global const float* params, __global float* snapshot WORK_ARG) {
+    const int id = (int)get_global_id(0), n = (int)get_global_size(0);
+    __global const float* input = inputs + (size_t)rows[first] * INPUT_FLOATS;
+    __global float* act = acts;
+    WORK_AREA(SG);
+    for (int e = id; e < INPUT_FLOATS; e += n) acts[e] = input[e];
+    for (int e = TAIL_BEGIN + id; e < PARAM_FLOATS; e += n) snapshot[e] = params[e];
+    NETWORK_FIRST_FORWARD
+}
+
+// The tail of a batch-1 step from the first layer's outputs in act: the other layers' forward, the
+// loss and every delta (NETWORK_BACKWARD), as step_samples computes them.
+#define TAIL_STEP                                                                   \
+    for (int e = (int)get_local_id(0); e < FIRST_OUT; e += SG) {                   \
+        const float v = acts[FIRST_AT + e];                                         \
+        work[e] = v;                                                                \
+        act[FIRST_AT + e] = v;                                                      \
+    }                                                                               \
+    SYNC();                                                                         \
+    NETWORK_TAIL_FORWARD                                                            \
+    SYNC();                                                                         \
+    NETWORK_BACKWARD
+
+// The tail in one group, into the sample's activations and deltas, its loss and hit at slot.
+// Then gradients_sgd (or gradients) as after step_samples. NDRange (SG), work-group SG.
+__kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void tail_step(
+    __global const uchar* labels, __global const int* rows, int first, float scale, __global float* acts,
+    __global float* deltas, __global float* loss, __global int* hit, int slot, __global const float* params WORK_ARG) {
+    const int label = labels[rows[first]];
+    __global float* act = acts;
+    __global float* delta = deltas;
+    loss += slot;
+    hit += slot;
+    WORK_AREA(TAIL_WORK);
+    TAIL_STEP
+}
+
+// tail_step and gradients_sgd in one launch: every group computes the tail (from the parameters
+// first_forward copied to `snapshot`, as this launch updates them) into its own rows of
+// `own_rows` ([groups][2 * ACT_FLOATS + 2]: activations, deltas, loss and hit), group 0 into the
+// sample's, so that every group has every delta; then each item computes, stores and applies
+// the gradients of every get_global_size(0)-th parameter from its global id.
+// NDRange (groups * SG), work-group SG.
+__kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void step_update(
+    __global const uchar* labels, __global const int* rows, int first, float scale, __global float* acts,
+    __global float* deltas, __global float* loss, __global int* hit, int slot, __global const float* snapshot,
+    __global float* own_rows, __global float* grads, __global float* values, __global float* velocity, float lr,
+    float momentum, float weight_decay WORK_ARG) {
+    const int group = (int)get_group_id(0), label = labels[rows[first]];
+    __global const float* params = snapshot;
+    __global float* own = own_rows + (size_t)group * (2 * ACT_FLOATS + 2);
+    __global float* act = group ? own : acts;
+    __global float* delta = group ? own + ACT_FLOATS : deltas;
+    if (group) {
+        loss = own + 2 * ACT_FLOATS;
+        hit = (__global int*)(own + 2 * ACT_FLOATS + 1);
+    } else {
+        loss += slot;
+        hit += slot;
+    }
+    WORK_AREA(TAIL_WORK);
+    TAIL_STEP
+    for (int p = (int)get_global_id(0); p < PARAM_FLOATS; p += (int)get_global_size(0)) {
+        float g = 0.0f;
+        NETWORK_STEP_GRADIENTS
+        grads[p] = g;
+        sgd_step(values, velocity, p, g, lr, momentum, weight_decay);
+    }
+}
+#endif

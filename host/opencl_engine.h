@@ -12,6 +12,14 @@
 // something needs them first (gradients(), the next forward). The results are the same. The
 // phases of one batch-1 step in kTimeEvery carry events (they cost host time per launch), and
 // take_times scales them up to all the steps.
+//
+// A network that starts fully connected (the MLP) would spend a batch-1 step in one work-group
+// reading the first layer's weights, so its step is spread: forward(Train) computes the first
+// layer's rows in many groups (first_forward), and update() runs the rest of the network, the
+// loss, the backward and every gradient and update in one launch (step_update: each group
+// computes the small tail itself, then updates its share of the parameters). Anything that needs
+// the tail's results first (the loss, gradients(), layer outputs, another forward) gets it in one
+// group (tail_step), then the steps above.
 #pragma once
 #include <string>
 #include <utility>
@@ -78,6 +86,7 @@ private:
         size_t global = 1;
         int count_arg = -1;  // the argument that takes the batch count, if any
         std::string name{};  // the kernel's, for the per-kernel profile
+        size_t groups = 0;   // if not 0: this many work-groups of group_ items (the SPREAD_FIRST kernels)
     };
 
     struct SplitData {
@@ -99,6 +108,7 @@ private:
     void poison_activations();
     void collect_counters();
     void compute_pending_gradients();
+    void finish_tail();
     template <class... Args>
     cl::Kernel kernel(const char* name, const Args&... args);
 
@@ -121,6 +131,15 @@ private:
     Launch forward_, backward_, gradients_, update_;
     Launch step_, gradients_sgd_;  // batch 1: forward + backward, and gradients + update
     bool gradients_pending_ = false;  // a batch-1 backward() left its gradients to update()
+    // Batch 1 of a network that starts fully connected (sample_.spread): first_forward over many
+    // groups, then the tail (the other layers, the loss and the deltas) either fused into the
+    // update (step_update, when the tail's parameters are few: fuse_tail_) or in one group
+    // (tail_step) when something needs its results first. snapshot_: the tail's parameters as the
+    // step's forward saw them; own_rows_, spread_work_: step_update's groups' rows and work areas.
+    Launch first_, tail_, step_update_;
+    cl::Buffer snapshot_, own_rows_, spread_work_;
+    bool fuse_tail_ = false;
+    bool tail_pending_ = false;  // a batch-1 forward() ran only first_forward
 
     SplitData train_, test_;
     cl::Buffer order_, identity_;  // the rows of a batch: the epoch's order, or 0, 1, 2, ... (test set)

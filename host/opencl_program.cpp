@@ -85,6 +85,67 @@ struct Area {
     }
 };
 
+std::string loss_call(const Network& net, size_t y_at, size_t delta_at) {
+    const LayerSpec& last = net.layers.back();
+    std::ostringstream s;
+    if (net.loss == Loss::SoftmaxCrossEntropy)
+        s << "    softmax_loss(work + " << y_at << ", " << last.out.size() << ", label, scale, delta + " << delta_at
+          << ", loss, hit);\n";
+    else
+        s << "    squared_loss(work + " << y_at << ", " << last.out.size() << ", " << act_name(last.activation)
+          << ", label, scale, delta + " << delta_at << ", loss, hit);\n";
+    return s.str();
+}
+
+// A network that starts fully connected: step.cl's SPREAD_FIRST kernels. The tail's forward has
+// its own work area (the first layer's outputs at 0, then each layer's, then the lane sums); its
+// backward is NETWORK_BACKWARD. In step_update a parameter's gradient reads the group's own rows
+// (act, delta), and the first layer's input from the sample's (acts).
+void spread_first(const Network& net, const DeviceLayout& layout, int lanes, SampleProgram& p, std::ostringstream& s) {
+    const auto& layers = net.layers;
+    const size_t L = layers.size();
+    const LayerSpec& first = layers[0];
+    p.spread = true;
+    p.first_outputs = static_cast<size_t>(first.out.size());
+    p.tail_begin = L > 1 ? layout.weights(1).device : layout.size();
+    Area tail;
+    std::vector<size_t> out(L, 0);
+    tail.take(p.first_outputs);
+    size_t most_lanes = 0;
+    for (size_t k = 1; k < L; ++k) {
+        out[k] = tail.take(static_cast<size_t>(layers[k].out.size()));
+        most_lanes = std::max(most_lanes, static_cast<size_t>(layers[k].out.size()) * static_cast<size_t>(lanes));
+    }
+    const size_t part_at = tail.take(most_lanes);
+    p.tail_work = std::max(tail.size, p.backward_work);
+
+    s << "#define SPREAD_FIRST 1\n#define FIRST_OUT " << p.first_outputs << "\n#define FIRST_AT " << p.output_at[0]
+      << "\n#define TAIL_BEGIN " << p.tail_begin << "\n#define TAIL_WORK " << p.tail_work << "\n";
+    s << "#define NETWORK_FIRST_FORWARD \\\n    fc_rows_forward(input, params + " << layout.weights(0).device
+      << ", params + " << layout.bias(0).device << ", " << first.in.size() << ", " << first.out.size() << ", "
+      << act_name(first.activation) << ", work, act + " << p.output_at[0] << ");\n";
+    std::ostringstream fw;
+    for (size_t k = 1; k < L; ++k) {
+        const LayerSpec& l = layers[k];
+        fw << "    fc_forward(work + " << out[k - 1] << ", params + " << layout.weights(k).device << ", params + "
+           << layout.bias(k).device << ", " << l.in.size() << ", " << l.out.size() << ", " << act_name(l.activation)
+           << ", work + " << part_at << ", work + " << out[k] << ", act + " << p.output_at[k] << "); \\\n";
+    }
+    s << "#define NETWORK_TAIL_FORWARD \\\n" << fw.str() << loss_call(net, out[L - 1], p.output_at[L - 1]);
+    std::ostringstream gr;
+    for (size_t k = 0; k < L; ++k) {
+        const auto& w = layout.weights(k);
+        const auto& b = layout.bias(k);
+        const int I = layers[k].in.size();
+        gr << "    if (p >= " << w.device << " && p < " << w.device + w.count << ") g = fc_weight_gradient("
+           << (k ? "act" : "acts") << ", delta, 1, (p - " << w.device << ") / " << I << ", (p - " << w.device << ") % "
+           << I << ", " << p.output_at[k] << ", " << (k ? p.output_at[k - 1] : 0) << ", 0); \\\n";
+        gr << "    if (p >= " << b.device << " && p < " << b.device + b.count << ") g = fc_bias_gradient(delta, 1, p - "
+           << b.device << ", " << p.output_at[k] << ", 0); \\\n";
+    }
+    s << "#define NETWORK_STEP_GRADIENTS \\\n" << gr.str() << "\n";
+}
+
 }  // namespace
 
 std::string sample_refusal(const Network& net) { return find_pairs(net).refusal; }
@@ -198,12 +259,7 @@ SampleProgram sample_program(const Network& net, const DeviceLayout& layout, int
                << ", work + " << part_at << ", work + " << fwd_out[k] << ", act + " << p.output_at[k] << "); \\\n";
         }
     }
-    if (net.loss == Loss::SoftmaxCrossEntropy)
-        fw << "    softmax_loss(work + " << fwd_out[L - 1] << ", " << last.out.size() << ", label, scale, delta + "
-           << p.output_at[L - 1] << ", loss, hit);\n";
-    else
-        fw << "    squared_loss(work + " << fwd_out[L - 1] << ", " << last.out.size() << ", "
-           << act_name(last.activation) << ", label, scale, delta + " << p.output_at[L - 1] << ", loss, hit);\n";
+    fw << loss_call(net, fwd_out[L - 1], p.output_at[L - 1]);
     s << "#define NETWORK_FORWARD \\\n" << fw.str();
 
     std::ostringstream bw;
@@ -255,6 +311,10 @@ SampleProgram sample_program(const Network& net, const DeviceLayout& layout, int
     }
     s << "#define GRAD_PARAMS " << grad_params << "\n#define GRAD_LANES " << grad_lanes << "\n";
     s << "#define NETWORK_GRADIENTS \\\n" << gr.str() << "\n";
+    if (pairs_end == 0) {
+        spread_first(net, layout, lanes, p, s);
+        p.rows_per_group = G / static_cast<size_t>(lanes);
+    }
     p.source = s.str();
     return p;
 }

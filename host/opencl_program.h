@@ -24,6 +24,12 @@ struct SampleProgram {
     std::vector<size_t> output_at;     // layer k's output in them
     size_t run_begin = 0, run_floats = 0;         // the pairs' parameters: a span of the device layout
     size_t forward_work = 0, backward_work = 0;  // floats of a work-group's work area per kernel
+    // A network that starts fully connected has the batch-1 kernels of step.cl's SPREAD_FIRST:
+    // first_forward (the first layer's first_outputs rows, rows_per_group in each group),
+    // tail_step and step_update (the tail: the parameters from tail_begin on; tail_work floats of
+    // work area per group).
+    bool spread = false;
+    size_t first_outputs = 0, rows_per_group = 0, tail_begin = 0, tail_work = 0;
 };
 
 // Why the per-sample kernels cannot run `net` (one line), or "" when they can.

@@ -90,9 +90,11 @@ TEST_P(OpenCLVariant, MatchesCpuOnTheMlp) {
     for (int batch : {1, 3, 1}) test::expect_matches_cpu(*engine, net, batch);
 }
 
-// At batch 1 a step is two launches: step_samples (forward and backward) and gradients_sgd
-// (gradients and update). Gradients wanted before the update, or a forward between backward and
-// update, get the gradients kernel first: the parameters come out the same, bit for bit.
+// At batch 1 a step of a network that starts fully connected is two launches: first_forward (the
+// first layer, over many groups) and step_update (the rest of the network, its backward, every
+// gradient and the update). Gradients wanted before the update, or a forward between backward and
+// update, get the tail in one group (tail_step) and the gradients kernel first: the parameters
+// come out the same, bit for bit.
 TEST_P(OpenCLVariant, BatchOneStepIsTwoLaunchesWithTheSameParameters) {
     const Network net = load_model("mlp").net;
     auto engine = per_sample_engine(net, GetParam());
@@ -103,6 +105,7 @@ TEST_P(OpenCLVariant, BatchOneStepIsTwoLaunchesWithTheSameParameters) {
         engine->profile_kernels();
         engine->take_kernel_times();
         engine->take_times();
+        engine->take_counters();
         for (int first = 0; first < 3; ++first) {
             engine->forward(Split::Train, first, 1);
             engine->backward();
@@ -114,21 +117,55 @@ TEST_P(OpenCLVariant, BatchOneStepIsTwoLaunchesWithTheSameParameters) {
     const std::vector<float> fused = step(false);
     auto kernels = engine->take_kernel_times();
     ASSERT_EQ(kernels.size(), 2u);
-    EXPECT_EQ(kernels[0].name, "step_samples");
-    EXPECT_EQ(kernels[1].name, "gradients_sgd");
+    EXPECT_EQ(kernels[0].name, "first_forward");
+    EXPECT_EQ(kernels[1].name, "step_update");
     for (const auto& k : kernels) EXPECT_EQ(k.launches, 3) << k.name;
-    // The backward ran inside the forward's kernel, the gradients inside the update's.
+    // The backward ran inside the update's kernel.
     const PhaseTimes t = engine->take_times();
     EXPECT_GT(t.forward_ms, 0.0);
     EXPECT_EQ(t.backward_ms, 0.0);
     EXPECT_GT(t.update_ms, 0.0);
+    const Counters fused_counters = engine->take_counters();
+    EXPECT_EQ(fused_counters.samples, 3);
 
     EXPECT_EQ(step(true), fused);
     kernels = engine->take_kernel_times();
-    ASSERT_EQ(kernels.size(), 4u);
-    EXPECT_EQ(kernels[1].name, "gradients");
-    EXPECT_EQ(kernels[2].name, "forward_samples");
-    EXPECT_EQ(kernels[3].name, "sgd_momentum");
+    ASSERT_EQ(kernels.size(), 5u);
+    EXPECT_EQ(kernels[1].name, "tail_step");
+    EXPECT_EQ(kernels[2].name, "gradients");
+    EXPECT_EQ(kernels[3].name, "forward_samples");
+    EXPECT_EQ(kernels[4].name, "sgd_momentum");
+    // The training samples' losses, whichever kernel computed them (the test forwards' come after).
+    const Counters between = engine->take_counters();
+    EXPECT_EQ(between.samples, 3 + 3 * 4);
+}
+
+// LeNet-5 at batch 1 keeps step_samples and gradients_sgd; so does a network that starts fully
+// connected but whose tail is too large to compute in every group of the update (first_forward,
+// tail_step in one group, gradients_sgd).
+TEST_P(OpenCLVariant, BatchOneStepsOfOtherNetworks) {
+    const Network wide = NetworkBuilder("wide-tail", {1, 28, 28})
+                             .fully_connected("F1", 256, Activation::Tanh)
+                             .fully_connected("F2", 128, Activation::Sigmoid)
+                             .fully_connected("output", 10, Activation::None)
+                             .build();
+    const std::vector<std::pair<Network, std::vector<std::string>>> cases = {
+        {lenet5_network(), {"step_samples", "gradients_sgd"}},
+        {wide, {"first_forward", "tail_step", "gradients_sgd"}},
+    };
+    for (const auto& [net, names] : cases) {
+        auto engine = per_sample_engine(net, GetParam());
+        test::expect_matches_cpu(*engine, net, 1);
+        Rng rng(2);
+        engine->set_order(shuffled_order(5, rng));
+        engine->profile_kernels();
+        engine->forward(Split::Train, 0, 1);
+        engine->backward();
+        engine->update(0.1f, 0.0f, 0.0f);
+        const auto kernels = engine->take_kernel_times();
+        ASSERT_EQ(kernels.size(), names.size()) << net.name;
+        for (size_t i = 0; i < names.size(); ++i) EXPECT_EQ(kernels[i].name, names[i]) << net.name;
+    }
 }
 
 // Every activation in every place a layer function applies or differentiates one: the pairs'
