@@ -34,6 +34,11 @@ struct HostOps {
     void (*backward_batch)(const LayerSpec& layer, const float* params, const float* in, const float* out, float* dout,
                            float* din, float* grads, int count) = nullptr;
 
+    // Optional: backward_batch that writes the weight and bias gradients instead of adding
+    // them: bit for bit backward_batch into zeroed gradients, without zeroing and reading them.
+    void (*backward_batch_set)(const LayerSpec& layer, const float* params, const float* in, const float* out,
+                               float* dout, float* din, float* grads, int count) = nullptr;
+
     // Optional: one sample's gradient of a layer `batched` accepts, from its input x and d,
     // the gradient before the activation (dout after backward_batch): gW = d x^T, gb = d,
     // written (not added), with the roundings of backward_batch into zeroed gradients.

@@ -89,7 +89,7 @@ struct Avx2 {
 const HostOps& simd_avx2_ops() {
     using L = SimdLayers<Avx2>;
     static const HostOps ops{L::forward, L::backward, L::update, L::batched, L::forward_batch, L::backward_batch,
-                                L::outer_grads, L::sgd_outer};
+                             L::backward_batch_set, L::outer_grads, L::sgd_outer};
     return ops;
 }
 

@@ -10,8 +10,16 @@
 // rows sit at 16-byte offsets; and rows of 10, 14 or 28 floats fill fewer of 16 lanes.
 // Compilers default to 256-bit vectors on these CPUs (-mprefer-vector-width=256) too.
 //
+// The large fully connected layers are the exception: Avx512Wide below.
+//
 // Compiled with -mavx512f -mavx512vl -mavx2 -mfma; simd_dispatch.cpp calls it only
 // on a CPU with AVX-512 F and VL.
+// GCC 12 warns that the 512-bit shuffles' _mm512_undefined operands are uninitialized
+// (a false positive of its headers).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include "simd_layers.h"
@@ -85,12 +93,93 @@ struct Avx512 {
     }
 };
 
+// The full 512-bit width, for the fully connected layers with large matrices only (the
+// CNN's 6272x1024 F1): those kernels are FMA-bound register blocks over long rows of whole
+// vectors, where twice the lanes per instruction pay (Zen 4 splits a 512-bit FMA in two,
+// Zen 5 and Intel's server cores run it whole). The rest stays at 256 bits (see above).
+struct Avx512Wide {
+    using F = __m512;
+    using Mask = __mmask16;
+    static constexpr int N = 16;
+    static constexpr int kRegs = 32;
+    static constexpr int kBlock = 28;
+
+    static F zero() { return _mm512_setzero_ps(); }
+    static F set1(float x) { return _mm512_set1_ps(x); }
+    static F load(const float* p) { return _mm512_loadu_ps(p); }
+    static void store(float* p, F v) { _mm512_storeu_ps(p, v); }
+    static Mask first(int n) { return static_cast<Mask>((1u << n) - 1u); }  // 0 <= n <= 16
+    static F load(const float* p, Mask m) { return _mm512_maskz_loadu_ps(m, p); }
+    static void store(float* p, F v, Mask m) { _mm512_mask_storeu_ps(p, m, v); }
+
+    static F add(F a, F b) { return _mm512_add_ps(a, b); }
+    static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+    static F rcp(F a) { return _mm512_rcp14_ps(a); }
+    static F min(F a, F b) { return _mm512_min_ps(a, b); }
+    static F max(F a, F b) { return _mm512_max_ps(a, b); }
+    static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+    static F fnma(F a, F b, F c) { return _mm512_fnmadd_ps(a, b, c); }
+    static F div(F a, F b) { return _mm512_div_ps(a, b); }
+    static F round(F a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+    static F pow2(F n) {
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
+    }
+
+    using Cmp = __mmask16;
+    static Cmp greater(F a, F b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
+    static F select(Cmp m, F a, F b) { return _mm512_mask_blend_ps(m, b, a); }
+    static float sum(F v) { return Avx512::sum(half_sum(v)); }
+    // Lane k = the sum of v[k]'s lanes: each folded to 256 bits, then Avx512::sums by eights.
+    static F sums(const F* v) {
+        Avx512::F h[N];
+        for (int k = 0; k < N; ++k) h[k] = half_sum(v[k]);
+        return _mm512_shuffle_f32x4(_mm512_zextps256_ps512(Avx512::sums(h)), _mm512_zextps256_ps512(Avx512::sums(h + 8)),
+                                    0x44);  // the low halves of both
+    }
+    static Avx512::F half_sum(F v) {
+        return _mm512_castps512_ps256(_mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0xEE)));  // low + high half
+    }
+};
+
+// Matrix layers from this many weights on run at 512 bits.
+constexpr size_t kWideWeights = size_t{1} << 20;
+
+using Narrow = SimdLayers<Avx512>;
+using Wide = SimdLayers<Avx512Wide>;
+
+void forward_batch(const LayerSpec& l, const float* p, const float* in, float* out, int count) {
+    if (l.weight_count >= kWideWeights) return Wide::forward_batch(l, p, in, out, count);
+    Narrow::forward_batch(l, p, in, out, count);
+}
+
+void backward_batch(const LayerSpec& l, const float* p, const float* in, const float* out, float* dout, float* din,
+                    float* g, int count) {
+    if (l.weight_count >= kWideWeights) return Wide::backward_batch(l, p, in, out, dout, din, g, count);
+    Narrow::backward_batch(l, p, in, out, dout, din, g, count);
+}
+
+void backward_batch_set(const LayerSpec& l, const float* p, const float* in, const float* out, float* dout, float* din,
+                        float* g, int count) {
+    if (l.weight_count >= kWideWeights) return Wide::backward_batch_set(l, p, in, out, dout, din, g, count);
+    Narrow::backward_batch_set(l, p, in, out, dout, din, g, count);
+}
+
+void forward(const LayerSpec& l, const float* p, const float* in, float* out) {
+    if (l.weight_count >= kWideWeights && Narrow::batched(l)) return Wide::forward_batch(l, p, in, out, 1);
+    Narrow::forward(l, p, in, out);
+}
+
+void backward(const LayerSpec& l, const float* p, const float* in, const float* out, float* dout, float* din, float* g) {
+    if (l.weight_count >= kWideWeights && Narrow::batched(l)) return Wide::backward_batch(l, p, in, out, dout, din, g, 1);
+    Narrow::backward(l, p, in, out, dout, din, g);
+}
+
 }  // namespace
 
 const HostOps& simd_avx512_ops() {
-    using L = SimdLayers<Avx512>;
-    static const HostOps ops{L::forward, L::backward, L::update, L::batched, L::forward_batch, L::backward_batch,
-                                L::outer_grads, L::sgd_outer};
+    using L = Narrow;
+    static const HostOps ops{forward, backward, L::update, L::batched, forward_batch, backward_batch,
+                             backward_batch_set, L::outer_grads, L::sgd_outer};
     return ops;
 }
 

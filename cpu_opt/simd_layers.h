@@ -614,11 +614,12 @@ struct SimdLayers {
 
     // gW[o0+r][i0 .. +R vectors] += sum over samples of d[s][o0+r] * in[s][i0 ..].
     template <int Rows, int R, class Last>
+    // With `set`, gW is written as if it had been zero (it is not read).
     static void fc_weight_grad_block(int I, int O, int count, const float* in, const float* d, float* gW, int o0,
-                                     int i0, Last last) {
+                                     int i0, Last last, bool set) {
         F acc[Rows][R];
         LENET5_UNROLL for (int r = 0; r < Rows; ++r) LENET5_UNROLL for (int v = 0; v < R; ++v)
-            acc[r][v] = load_block<R>(gW + static_cast<ptrdiff_t>(o0 + r) * I + i0 + v * N, v, last);
+            acc[r][v] = set ? V::zero() : load_block<R>(gW + static_cast<ptrdiff_t>(o0 + r) * I + i0 + v * N, v, last);
         for (int s = 0; s < count; ++s) {
             F x[R];
             LENET5_UNROLL for (int v = 0; v < R; ++v)
@@ -651,8 +652,9 @@ struct SimdLayers {
             store_block<R>(din + static_cast<ptrdiff_t>(s0 + s) * I + i0 + v * N, acc[s][v], v, last);
     }
 
+    // Adds the gradients into grads, or with `set` writes them (bit for bit the sums into zeros).
     static void fc_backward(const LayerSpec& l, const float* params, const float* in, const float* out, float* dout,
-                            float* din, float* grads, int count) {
+                            float* din, float* grads, int count, bool set = false) {
         const int I = l.in.size(), O = l.out.size();
         // dout becomes the gradient before the activation; the bias gradient sums it over samples.
         for (int k = 0; k < O; k += N) {
@@ -665,7 +667,7 @@ struct SimdLayers {
             }
             if (!grads) continue;
             float* gb = grads + l.bias_offset + k;
-            store_n(gb, V::add(load_n(gb, O - k), bsum), O - k);
+            store_n(gb, V::add(set ? V::zero() : load_n(gb, O - k), bsum), O - k);
         }
         if (!grads && !din) return;
         const float* W = params + l.weight_offset;
@@ -675,8 +677,8 @@ struct SimdLayers {
             if (gW) {
                 int o = 0;
                 for (; o + kFcRows <= O; o += kFcRows)
-                    fc_weight_grad_block<kFcRows, R>(I, O, count, in, dout, gW, o, i0, last);
-                for (; o < O; ++o) fc_weight_grad_block<1, R>(I, O, count, in, dout, gW, o, i0, last);
+                    fc_weight_grad_block<kFcRows, R>(I, O, count, in, dout, gW, o, i0, last, set);
+                for (; o < O; ++o) fc_weight_grad_block<1, R>(I, O, count, in, dout, gW, o, i0, last, set);
             }
             if (!din) return;
             int s = 0;
@@ -892,6 +894,11 @@ struct SimdLayers {
     static void backward_batch(const LayerSpec& l, const float* p, const float* in, const float* out, float* dout,
                                float* din, float* g, int count) {
         fc_backward(l, p, in, out, dout, din, g, count);
+    }
+
+    static void backward_batch_set(const LayerSpec& l, const float* p, const float* in, const float* out, float* dout,
+                                   float* din, float* g, int count) {
+        fc_backward(l, p, in, out, dout, din, g, count, true);
     }
 
     static void forward(const LayerSpec& l, const float* p, const float* in, float* out) {

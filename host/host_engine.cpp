@@ -310,11 +310,16 @@ void HostEngine::backward() {
                     const size_t rows = static_cast<size_t>(sl.rows);
                     float* pd = part_d_[static_cast<size_t>(part)].data();
                     for (size_t s = 0; s < count; ++s) std::copy_n(d + s * O + static_cast<size_t>(sl.o0), rows, pd + s * rows);
-                    std::fill_n(grads_.data() + sl.spec.weight_offset, sl.spec.weight_count, 0.0f);
-                    std::fill_n(grads_.data() + sl.spec.bias_offset, sl.spec.bias_count, 0.0f);
                     float* pdin = !din ? nullptr : part == 0 ? din : part_din_[static_cast<size_t>(part)].data();
-                    ops_.backward_batch(sl.spec, params_.data(), acts_[k].data(), part_out(k, part), pd, pdin,
-                                        grads_.data(), count_);
+                    if (ops_.backward_batch_set) {  // writes the rows' gradients: no zeroing pass over them
+                        ops_.backward_batch_set(sl.spec, params_.data(), acts_[k].data(), part_out(k, part), pd, pdin,
+                                                grads_.data(), count_);
+                    } else {
+                        std::fill_n(grads_.data() + sl.spec.weight_offset, sl.spec.weight_count, 0.0f);
+                        std::fill_n(grads_.data() + sl.spec.bias_offset, sl.spec.bias_count, 0.0f);
+                        ops_.backward_batch(sl.spec, params_.data(), acts_[k].data(), part_out(k, part), pd, pdin,
+                                            grads_.data(), count_);
+                    }
                 }
                 if (din) {
 #pragma omp barrier
