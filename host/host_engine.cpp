@@ -162,7 +162,8 @@ void HostEngine::reserve(int count) {
     }
     for (auto& d : part_d_) d.resize(n * out);
     for (size_t part = 1; part < part_din_.size(); ++part) part_din_[part].resize(n * in);
-    for (auto& d : dtail_) d.resize(n * in);
+    dtail_.resize(net_.layers.size() - tail_);
+    for (size_t k = tail_; k < net_.layers.size(); ++k) dtail_[k - tail_].resize(n * static_cast<size_t>(net_.layers[k].in.size()));
 }
 
 // Samples [begin, end) of the batch through the layers before the tail.
@@ -283,7 +284,7 @@ void HostEngine::backward() {
         for (size_t k = L; k-- > tail_;) {
             const LayerSpec& l = net_.layers[k];
             const size_t I = static_cast<size_t>(l.in.size()), O = static_cast<size_t>(l.out.size());
-            float* din = k > 0 ? dtail_[(L - 1 - k) % 2].data() : nullptr;
+            float* din = k > 0 ? dtail_[k - tail_].data() : nullptr;
             if (!split_rows(k)) {  // the part's samples; backward_batch overwrites its output gradient, so a copy
                 for (int part = id; part < T; part += nth) {
                     const int b = part_begin(count_, part, T), e = part_begin(count_, part + 1, T);

@@ -102,7 +102,10 @@ private:
     std::vector<std::vector<float>> part_out_;    // [tail layer][part]: its rows' outputs, [count][rows]
     std::vector<std::vector<float>> part_d_;      // per part: its samples' or rows' output gradient of a tail layer
     std::vector<std::vector<float>> part_din_;    // parts 1..: their share of a layer's input gradient
-    std::vector<float> dtail_[2];                 // the tail's input gradients, [count][size], ping-pong
+    // Per tail layer: its input gradient, [count][size]. One buffer each, not a ping-pong
+    // pair: parts run through the tail without barriers, so a part's rows of layer k-2's
+    // (larger) input gradient would overlap the rows of layer k's that another part still reads.
+    std::vector<std::vector<float>> dtail_;
     // acts_[0] is the input, acts_[k+1] layer k's output; [capacity][size] each.
     std::vector<std::vector<float>> acts_;
     std::vector<float> dlogits_, losses_;

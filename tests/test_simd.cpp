@@ -256,6 +256,26 @@ TEST_P(SimdLevels, OmpRunsANetworkOfOnlyBatchedLayers) {
     EXPECT_NEAR(got.loss, ref.loss, 1e-4 * ref.loss);
 }
 
+// Parts run through the batched tail without barriers; each tail layer's input gradient has
+// its own buffer (a shared ping-pong pair let one part's rows of C5's input gradient overwrite
+// rows of the output layer's that another part was still reading, now and then). Repeated,
+// since a race shows only sometimes.
+TEST_P(SimdLevels, OmpStepsDoNotDependOnThreadTiming) {
+    const Network net = lenet5_network();
+    const Dataset data = random_dataset(140, 6);
+    test::StepRecord first;
+    for (int run = 0; run < 12; ++run) {
+        HostEngine omp(net, "omp", ops(), 3);
+        const test::StepRecord r = test::record_step(omp, net, data, 64, 1);
+        if (run == 0) {
+            first = r;
+            continue;
+        }
+        ASSERT_EQ(r.gradients, first.gradients) << "run " << run;
+        ASSERT_EQ(r.params_after, first.params_after) << "run " << run;
+    }
+}
+
 // Batch 1 keeps a tail layer's gradient as its two vectors (d, x) and, without momentum or
 // weight decay, applies it in one pass (HostOps::sgd_outer). Against the same engine made to
 // write its gradients first (gradients() before each update): bit for bit the same
