@@ -103,7 +103,7 @@ std::string WorkerEngine::device() const {
     std::ostringstream s;
     for (size_t i = 0; i < workers_.size(); ++i)
         s << (i ? " + " : "") << workers_[i]->variant() << " on " << workers_[i]->device() << " "
-          << std::lround(100 * shares_[i]) << "%";
+          << (shares_[i] > 0 ? std::to_string(std::lround(100 * shares_[i])) + "%" : "idle (splitting did not pay)");
     s << (measured_ ? " (shares measured)" : " (shares measured when the training set is uploaded)");
     return s.str();
 }
@@ -153,31 +153,53 @@ void WorkerEngine::set_order(const std::vector<int32_t>& order) {
     for (auto& w : workers_) w->set_order(order);
 }
 
-// Each worker alone runs forward + backward on the first training batch; shares follow the
-// samples per millisecond. Parameters are untouched (no update), the counters are discarded;
-// the trainer sets the real order and parameters afterwards.
+// Milliseconds of forward + backward + reading the gradients of `count` samples on worker i
+// alone (the median of kMeasureRuns after a warm-up). Parameters are untouched (no update).
+double WorkerEngine::time_alone(size_t i, int count) {
+    std::vector<double> ms;
+    for (int run = 0; run <= kMeasureRuns; ++run) {  // run 0 warms up
+        const auto t0 = Clock::now();
+        workers_[i]->forward(Split::Train, 0, count);
+        workers_[i]->backward();
+        workers_[i]->gradients();  // waits for the device
+        if (run) ms.push_back(ms_since(t0));
+    }
+    workers_[i]->take_counters();
+    workers_[i]->take_times();
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+}
+
+// Shares in proportion to each worker's samples per millisecond on a whole batch. A worker's
+// step also has a fixed cost (launches, reading every weight for its gradients, the update), so
+// the split is then timed as it would run (each worker on its slice, plus summing and sending
+// back the gradients): if that is not faster than the fastest worker alone, that worker takes
+// every sample and the others idle. The trainer sets the real order and parameters afterwards.
 void WorkerEngine::measure_shares() {
     const int count = std::min(batch_, train_count_);
     std::vector<int32_t> order(static_cast<size_t>(train_count_));
     std::iota(order.begin(), order.end(), 0);
-    std::vector<double> speed(workers_.size());
+    std::vector<double> alone(workers_.size());
     for (size_t i = 0; i < workers_.size(); ++i) {
         workers_[i]->set_order(order);
-        std::vector<double> ms;
-        for (int run = 0; run <= kMeasureRuns; ++run) {  // run 0 warms up
-            const auto t0 = Clock::now();
-            workers_[i]->forward(Split::Train, 0, count);
-            workers_[i]->backward();
-            workers_[i]->gradients();  // waits for the device
-            if (run) ms.push_back(ms_since(t0));
-        }
-        workers_[i]->take_counters();
-        workers_[i]->take_times();
-        std::sort(ms.begin(), ms.end());
-        speed[i] = count / std::max(ms[ms.size() / 2], 1e-6);
+        alone[i] = time_alone(i, count);
     }
-    const double total = std::accumulate(speed.begin(), speed.end(), 0.0);
-    for (size_t i = 0; i < workers_.size(); ++i) shares_[i] = speed[i] / total;
+    double total = 0;
+    for (double ms : alone) total += count / std::max(ms, 1e-6);
+    for (size_t i = 0; i < workers_.size(); ++i) shares_[i] = count / std::max(alone[i], 1e-6) / total;
+    const size_t fastest = static_cast<size_t>(std::min_element(alone.begin(), alone.end()) - alone.begin());
+    const std::vector<int> n = split_counts(count, shares_);
+    double split_ms = 0, exchange_ms = 0;
+    for (size_t i = 0; i < workers_.size(); ++i) {
+        if (!n[i]) continue;
+        split_ms = std::max(split_ms, time_alone(i, n[i]));
+        const auto t0 = Clock::now();
+        workers_[i]->set_gradients(workers_[i]->gradients());  // what summing adds: a read and a write
+        workers_[i]->params();                                 // waits for the write
+        exchange_ms += ms_since(t0);
+    }
+    if (split_ms + exchange_ms >= alone[fastest])
+        for (size_t i = 0; i < workers_.size(); ++i) shares_[i] = i == fastest ? 1.0 : 0.0;
     measured_ = true;
 }
 
@@ -218,8 +240,16 @@ void WorkerEngine::set_gradients(const std::vector<float>& gradients) {
     for (auto& w : workers_) w->set_gradients(gradients);
 }
 
+// A worker with no share (it did not pay) is left out for good, its parameters too.
 void WorkerEngine::update(float lr, float momentum, float weight_decay) {
-    for (auto& w : workers_) w->update(lr, momentum, weight_decay);
+    for (size_t i = 0; i < workers_.size(); ++i)
+        if (shares_[i] > 0) workers_[i]->update(lr, momentum, weight_decay);
+}
+
+Engine& WorkerEngine::first_active() {
+    for (size_t i = 0; i < workers_.size(); ++i)
+        if (shares_[i] > 0) return *workers_[i];
+    return *workers_[0];
 }
 
 Counters WorkerEngine::take_counters() {

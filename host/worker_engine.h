@@ -34,7 +34,8 @@ std::vector<int> split_counts(int count, const std::vector<double>& shares);
 class WorkerEngine final : public Engine {
 public:
     // shares: one per worker (any positive numbers), or empty to measure them when the training
-    // set is uploaded (each worker's time per sample of forward + backward on one batch, alone).
+    // set is uploaded (each worker's speed on one batch alone; a split that does not beat the
+    // fastest worker alone leaves the others idle).
     WorkerEngine(std::vector<std::unique_ptr<Engine>> workers, std::vector<double> shares, int batch);
 
     std::string variant() const override;
@@ -43,9 +44,9 @@ public:
 
     void upload(Split split, const Dataset& data) override;
     void set_params(const std::vector<float>& params) override;
-    std::vector<float> params() override { return workers_[0]->params(); }
+    std::vector<float> params() override { return first_active().params(); }
     void set_momentum_buffer(const std::vector<float>& velocity) override;
-    std::vector<float> momentum_buffer() override { return workers_[0]->momentum_buffer(); }
+    std::vector<float> momentum_buffer() override { return first_active().momentum_buffer(); }
     void set_order(const std::vector<int32_t>& order) override;
 
     void forward(Split split, int first, int count) override;
@@ -68,6 +69,8 @@ private:
     template <class F>
     void each_busy(F fn);
     void measure_shares();
+    double time_alone(size_t worker, int count);
+    Engine& first_active();  // the first worker with a share: whose parameters are current
 
     std::vector<std::unique_ptr<Engine>> workers_;
     std::vector<double> shares_;

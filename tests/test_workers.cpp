@@ -99,15 +99,21 @@ TEST(Workers, AHostAndAnOpenCLWorkerGiveOneWorkersGradients) {
 }
 #endif
 
-TEST(Workers, MeasuredSharesAreAPositiveSplit) {
+// Measured shares split the batch, or, where splitting does not beat the faster worker alone
+// (a busy machine may not run the two threads at once), give it every sample.
+TEST(Workers, MeasuredSharesSplitOrLeaveAWorkerIdle) {
     const Network net = lenet5_network();
     auto two = workers_of(net, {"cpu", "cpu"}, {});
-    step_gradients(*two, net, random_dataset(70, 5), 64);
-    ASSERT_EQ(two->shares().size(), 2u);
-    EXPECT_NEAR(two->shares()[0] + two->shares()[1], 1.0, 1e-12);
-    EXPECT_GT(two->shares()[0], 0.1);
-    EXPECT_GT(two->shares()[1], 0.1);
+    const Dataset data = random_dataset(70, 5);
+    const auto ref = step_gradients(*lenet5::test::cpu_engine(net), net, data, 64);
+    EXPECT_LT(relative_error(step_gradients(*two, net, data, 64), ref), 1e-5);
+    const auto& s = two->shares();
+    ASSERT_EQ(s.size(), 2u);
+    EXPECT_NEAR(s[0] + s[1], 1.0, 1e-12);
+    const bool split = s[0] > 0.1 && s[1] > 0.1, one = s[0] == 1.0 || s[1] == 1.0;
+    EXPECT_TRUE(split || one) << s[0] << " " << s[1];
     EXPECT_NE(two->device().find("(shares measured)"), std::string::npos) << two->device();
+    EXPECT_EQ(two->device().find("idle") != std::string::npos, one) << two->device();
 }
 
 // On the real MNIST: an epoch with two workers ends at one worker's loss and accuracy, and a
