@@ -116,6 +116,11 @@ std::string WorkerEngine::platform() const {
 
 template <class F>
 void WorkerEngine::each_busy(F fn) {
+    if (std::count_if(slice_.begin(), slice_.end(), [](int n) { return n > 0; }) == 1) {
+        for (size_t i = 0; i < workers_.size(); ++i)
+            if (slice_[i]) fn(i);  // one worker: no thread to start
+        return;
+    }
     std::vector<std::exception_ptr> errors(workers_.size());
     std::vector<std::thread> threads;
     for (size_t i = 0; i < workers_.size(); ++i) {
@@ -213,6 +218,10 @@ void WorkerEngine::forward(Split split, int first, int count) {
 
 void WorkerEngine::backward() {
     each_busy([&](size_t i) { workers_[i]->backward(); });
+    if (std::count_if(slice_.begin(), slice_.end(), [](int n) { return n > 0; }) == 1) {
+        sum_.clear();  // one worker took the whole batch: its gradients are the batch's already
+        return;
+    }
     // Each worker's gradients are of the mean loss over its slice: the batch's mean weighs
     // them by their slices, summed in worker order.
     std::vector<std::vector<float>> g(workers_.size());
@@ -235,9 +244,17 @@ void WorkerEngine::backward() {
     set_gradients(sum_);
 }
 
+std::vector<float> WorkerEngine::gradients() {
+    if (!sum_.empty()) return sum_;
+    for (size_t i = 0; i < workers_.size(); ++i)
+        if (slice_[i]) return workers_[i]->gradients();
+    return sum_;
+}
+
 void WorkerEngine::set_gradients(const std::vector<float>& gradients) {
     sum_ = gradients;
-    for (auto& w : workers_) w->set_gradients(gradients);
+    for (size_t i = 0; i < workers_.size(); ++i)
+        if (shares_[i] > 0) workers_[i]->set_gradients(gradients);
 }
 
 // A worker with no share (it did not pay) is left out for good, its parameters too.

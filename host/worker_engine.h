@@ -60,7 +60,7 @@ public:
     std::vector<std::pair<std::string, PhaseTimes>> take_worker_times() override;
 
     std::vector<float> layer_output(size_t layer) override;
-    std::vector<float> gradients() override { return sum_; }
+    std::vector<float> gradients() override;
 
     const std::vector<double>& shares() const { return shares_; }
 
@@ -78,7 +78,7 @@ private:
     bool measured_ = false;
     int train_count_ = 0;
     std::vector<int> slice_;  // the last forward's samples per worker
-    std::vector<float> sum_;  // the summed gradients of the last backward
+    std::vector<float> sum_;  // the summed gradients of the last backward; empty when one worker took the batch
     double reduce_ms_ = 0;    // summing gradients since the last take_times
     std::vector<std::pair<std::string, PhaseTimes>> worker_times_;  // from the last take_times
 };
