@@ -86,7 +86,7 @@ std::vector<int> split_counts(int count, const std::vector<double>& shares) {
 WorkerEngine::WorkerEngine(std::vector<std::unique_ptr<Engine>> workers, std::vector<double> shares, int batch)
     : workers_(std::move(workers)), shares_(std::move(shares)), batch_(batch) {
     if (workers_.empty()) throw Error("--workers needs at least one worker");
-    measured_ = !shares_.empty();
+    given_ = measured_ = !shares_.empty();
     if (shares_.empty()) shares_.assign(workers_.size(), 1.0 / static_cast<double>(workers_.size()));
     const double total = std::accumulate(shares_.begin(), shares_.end(), 0.0);
     for (double& s : shares_) s /= total;
@@ -104,7 +104,7 @@ std::string WorkerEngine::device() const {
     for (size_t i = 0; i < workers_.size(); ++i)
         s << (i ? " + " : "") << workers_[i]->variant() << " on " << workers_[i]->device() << " "
           << (shares_[i] > 0 ? std::to_string(std::lround(100 * shares_[i])) + "%" : "idle (splitting did not pay)");
-    s << (measured_ ? " (shares measured)" : " (shares measured when the training set is uploaded)");
+    s << (given_ ? " (shares given)" : measured_ ? " (shares measured)" : " (shares measured when the training set is uploaded)");
     return s.str();
 }
 

@@ -75,7 +75,7 @@ private:
     std::vector<std::unique_ptr<Engine>> workers_;
     std::vector<double> shares_;
     int batch_;
-    bool measured_ = false;
+    bool measured_ = false, given_ = false;  // given: --workers named the shares
     int train_count_ = 0;
     std::vector<int> slice_;  // the last forward's samples per worker
     std::vector<float> sum_;  // the summed gradients of the last backward; empty when one worker took the batch
