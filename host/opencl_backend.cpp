@@ -22,13 +22,10 @@ bool per_sample_fits(const Network& net, MemoryVariant memory, const OpenCLDevic
         int group = 1;
         while (group * 2 <= static_cast<int>(std::min<size_t>(256, limit))) group *= 2;
         const int grad_params = std::min(32, group);
-        SampleProgram sample;
-        try {
-            const DeviceLayout layout(net, d.getInfo<CL_DEVICE_MEM_BASE_ADDR_ALIGN>() / (8 * sizeof(float)));
-            sample = sample_program(net, layout, group, std::min(group, 32), grad_params, group / grad_params);
-        } catch (const Error&) {
-            return false;
-        }
+        if (!sample_refusal(net).empty()) return false;
+        const DeviceLayout layout(net, d.getInfo<CL_DEVICE_MEM_BASE_ADDR_ALIGN>() / (8 * sizeof(float)));
+        const SampleProgram sample =
+            sample_program(net, layout, group, std::min(group, 32), grad_params, group / grad_params);
         const size_t work = std::max(sample.forward_work, sample.backward_work);
         if (memory == MemoryVariant::Local)
             return (work + sample.run_floats) * sizeof(float) <= d.getInfo<CL_DEVICE_LOCAL_MEM_SIZE>();

@@ -1,6 +1,7 @@
 #include "opencl_engine.h"
 
 #include <algorithm>
+#include <utility>
 #include <cstdlib>
 #include <limits>
 #include <numeric>
@@ -514,14 +515,7 @@ PhaseTimes OpenCLEngine::take_times() {
 std::vector<KernelTime> OpenCLEngine::take_kernel_times() {
     return cl_checked([&] {
         queue_.finish();
-        std::vector<KernelTime> times;
-        for (const auto& [label, event] : launch_events_) {
-            const auto start = event.getProfilingInfo<CL_PROFILING_COMMAND_START>();
-            const auto end = event.getProfilingInfo<CL_PROFILING_COMMAND_END>();
-            add_kernel_time(times, label, 1, static_cast<double>(end - start) * 1e-6);
-        }
-        launch_events_.clear();
-        return times;
+        return kernel_times(std::exchange(launch_events_, {}));
     });
 }
 
