@@ -96,7 +96,7 @@ int run_eval(const EvalOptions& o) {
 // What this build was configured with (the compile definitions CMake sets), so that
 // a bug report says what was built.
 std::string build_options() {
-    std::string opencl = "no", simd = "no", openmp = "no", mpi = "no";
+    std::string opencl = "no", simd = "no", openmp = "no", mpi = "no", clblast = "no", onnx = "no", openblas = "no";
 #ifdef LENET5_HAVE_OPENCL
     opencl = "yes";
 #endif
@@ -110,8 +110,17 @@ std::string build_options() {
 #ifdef LENET5_HAVE_MPI
     mpi = "yes";
 #endif
-    // CLBlast and ONNX are not part of any build yet.
-    return "build: OpenCL " + opencl + ", SIMD " + simd + ", OpenMP " + openmp + ", CLBlast no, MPI " + mpi + ", ONNX no\n";
+#ifdef LENET5_HAVE_CLBLAST
+    clblast = "yes";
+#endif
+#ifdef LENET5_HAVE_ONNX
+    onnx = "yes";
+#endif
+#ifdef LENET5_HAVE_OPENBLAS
+    openblas = "yes";
+#endif
+    return "build: OpenCL " + opencl + ", SIMD " + simd + ", OpenMP " + openmp + ", OpenBLAS " + openblas + ", CLBlast " +
+           clblast + ", MPI " + mpi + ", ONNX " + onnx + "\n";
 }
 
 int run(const std::vector<std::string>& args) {

@@ -31,11 +31,25 @@ TEST(Version, ListsTheBuildOptions) {
 #else
     const std::string mpi = "MPI no";
 #endif
+#ifdef LENET5_HAVE_CLBLAST
+    const std::string clblast = "CLBlast yes";
+#else
+    const std::string clblast = "CLBlast no";
+#endif
+#ifdef LENET5_HAVE_ONNX
+    const std::string onnx = "ONNX yes";
+#else
+    const std::string onnx = "ONNX no";
+#endif
+#ifdef LENET5_HAVE_OPENBLAS
+    const std::string openblas = "OpenBLAS yes";
+#else
+    const std::string openblas = "OpenBLAS no";
+#endif
     const size_t line = r.out.find("\nbuild: ");
     ASSERT_NE(line, std::string::npos) << r.out;
     const std::string build = r.out.substr(line + 1);
-    for (const std::string& part : {opencl, simd, openmp, std::string("CLBlast no"), mpi,
-                                    std::string("ONNX no")})
+    for (const std::string& part : {opencl, simd, openmp, openblas, clblast, mpi, onnx})
         EXPECT_NE(build.find(part), std::string::npos) << part << " in " << build;
 }
 

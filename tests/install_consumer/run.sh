@@ -11,7 +11,7 @@ trap 'rm -rf "$tmp"' EXIT
 prefix=$tmp/prefix
 
 "$cmake" --install "$build" --prefix "$prefix" >/dev/null
-"$prefix/bin/lenet5" --version | grep -E "^build: OpenCL (yes|no), SIMD .*, OpenMP (yes|no), CLBlast no, MPI (yes|no), ONNX no$"
+"$prefix/bin/lenet5" --version | grep -E "^build: OpenCL (yes|no), SIMD .*, OpenMP (yes|no), OpenBLAS (yes|no), CLBlast (yes|no), MPI (yes|no), ONNX (yes|no)$"
 if [ -d "$here/../../models" ]; then ls "$prefix"/share/lenet5/models/*.net >/dev/null; fi
 ls "$prefix"/lib*/cmake/lenet5/lenet5Config.cmake "$prefix"/lib*/cmake/lenet5/lenet5ConfigVersion.cmake >/dev/null
 
