@@ -19,6 +19,9 @@ std::string help_text() {
                "  lenet5 eval --model FILE      test accuracy, loss and confusion matrix of a checkpoint\n"
                "  lenet5 tune [options]         time each work-group size of the OpenCL variants, cache the fastest\n"
                "  lenet5 models                 list the built-in models, their parameters and settings\n"
+               "  lenet5 export --model FILE --onnx OUT\n"
+               "                                write a checkpoint's trained model as ONNX (input: [N,1,28,28]\n"
+               "                                pixels in [0,1]; output: the last layer's values, before any softmax)\n"
                "  lenet5 devices                list the OpenCL devices (index for --device)\n"
                "  lenet5 --help | --version\n"
                "\n"
@@ -201,6 +204,7 @@ Command parse_command_line(const std::vector<std::string>& args) {
     else if (name == "train") cmd.kind = Command::Kind::Train;
     else if (name == "eval") cmd.kind = Command::Kind::Eval;
     else if (name == "tune") cmd.kind = Command::Kind::Tune;
+    else if (name == "export") cmd.kind = Command::Kind::Export;
     else throw UsageError("unknown command '" + name + "' (try `lenet5 --help`)");
 
     TrainOptions& t = cmd.train;
@@ -240,6 +244,12 @@ Command parse_command_line(const std::vector<std::string>& args) {
             else throw UsageError("unknown option '" + flag + "' for eval (try `lenet5 --help`)");
         } else if (cmd.kind == Command::Kind::Tune) {
             parse_tune_option(flag, r, cmd.tune);
+        } else if (cmd.kind == Command::Kind::Export) {
+            std::string& path = flag == "--model" ? cmd.exporting.model_path : cmd.exporting.onnx_path;
+            if (flag != "--model" && flag != "--onnx")
+                throw UsageError("unknown option '" + flag + "' for export (try `lenet5 --help`)");
+            path = r.value(flag);
+            if (path.empty()) throw UsageError(flag + " needs a non-empty value");
         } else {
             throw UsageError("unknown option '" + flag + "' for " + name + " (try `lenet5 --help`)");
         }
@@ -247,6 +257,8 @@ Command parse_command_line(const std::vector<std::string>& args) {
     if (cmd.kind == Command::Kind::Train && t.lr == 0.0f) throw UsageError("--lr must be greater than 0");
     if (cmd.kind == Command::Kind::Train && t.lr_decay == 0.0f) throw UsageError("--lr-decay must be greater than 0");
     if (cmd.kind == Command::Kind::Eval && e.model_path.empty()) throw UsageError("eval needs --model FILE");
+    if (cmd.kind == Command::Kind::Export && (cmd.exporting.model_path.empty() || cmd.exporting.onnx_path.empty()))
+        throw UsageError("export needs --model CHECKPOINT and --onnx FILE");
     return cmd;
 }
 

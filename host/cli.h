@@ -15,11 +15,16 @@ struct EvalOptions {
     int test_limit = 0;
 };
 
+struct ExportOptions {
+    std::string model_path, onnx_path;  // the checkpoint, the .onnx file to write
+};
+
 struct Command {
-    enum class Kind { Train, Eval, Tune, Devices, Models, Help, Version } kind = Kind::Help;
+    enum class Kind { Train, Eval, Tune, Devices, Models, Help, Version, Export } kind = Kind::Help;
     TrainOptions train;
     EvalOptions eval;
     TuneOptions tune;
+    ExportOptions exporting;
 };
 
 // Throws UsageError (exit 2) for an unknown command or flag, a missing or bad value.

@@ -14,6 +14,9 @@
 #ifdef LENET5_HAVE_OPENCL
 #include "opencl_backend.h"
 #endif
+#ifdef LENET5_HAVE_ONNX
+#include "onnx/onnx_export.h"
+#endif
 #ifdef LENET5_HAVE_SIMD
 #include "simd_ops.h"
 #endif
@@ -148,6 +151,13 @@ int run(const std::vector<std::string>& args) {
             return run_tune(cmd.tune, std::cout);
 #else
             throw Error("this build has no OpenCL support (configure with -DLENET5_OPENCL=ON): nothing to tune");
+#endif
+        case Command::Kind::Export:
+#ifdef LENET5_HAVE_ONNX
+            std::cout << export_checkpoint(cmd.exporting.model_path, cmd.exporting.onnx_path) << "\n";
+            return 0;
+#else
+            throw Error("this build has no ONNX support (install libonnx-dev and configure with -DLENET5_ONNX=ON): cannot export");
 #endif
         case Command::Kind::Train:
             install_signal_handlers();  // before the data loads, so an early Ctrl-C is not lost
