@@ -105,14 +105,43 @@ __kernel void sum_rows(__global const float* part, int rows, int cols, int split
 
 // SGD with momentum and L2 weight decay over the flat buffer: v = momentum*v + g + weight_decay*p;
 // p -= lr*v (the arithmetic of update.cl's sgd_momentum, which needs the per-sample kernels'
-// common.h). NDRange (round_up(n, WG)).
-__kernel void batch_sgd(__global float* params, __global float* velocity, __global const float* grads, int n, float lr,
-                        float momentum, float weight_decay) {
-    const int i = (int)get_global_id(0);
-    if (i >= n) return;
-    const float v = momentum * velocity[i] + (grads[i] + weight_decay * params[i]);
+// common.h), except the skip_len entries from skip_at (a layer that fc_sgd updates).
+// NDRange (round_up(n - skip_len, WG)).
+inline void sgd_at(__global float* params, __global float* velocity, int i, float g, float lr, float momentum,
+                   float weight_decay) {
+    const float v = momentum * velocity[i] + (g + weight_decay * params[i]);
     velocity[i] = v;
     params[i] -= lr * v;
+}
+
+__kernel void batch_sgd(__global float* params, __global float* velocity, __global const float* grads, int n, float lr,
+                        float momentum, float weight_decay, int skip_at, int skip_len) {
+    int i = (int)get_global_id(0);
+    if (i >= n - skip_len) return;
+    if (i >= skip_at) i += skip_len;
+    sgd_at(params, velocity, i, grads[i], lr, momentum, weight_decay);
+}
+
+// The same update for a fully connected layer's weights W [O][I] at w_off, their gradient computed
+// on the way rather than read: dW[o][i] = the sum over the samples s, in order, of D[s][o] X[s][i].
+// At a small batch the weight-gradient GEMM would only write dW out for batch_sgd to read back.
+// Item (i, g) takes the FC_SGD_O weights (g*FC_SGD_O + j, i). NDRange (round_up(I, WG), ceil(O/FC_SGD_O)).
+#define FC_SGD_O 8
+__kernel void fc_sgd(__global float* params, __global float* velocity, int w_off, __global const float* D,
+                     __global const float* X, int count, int I, int O, float lr, float momentum, float weight_decay) {
+    const int i = (int)get_global_id(0), o0 = (int)get_global_id(1) * FC_SGD_O;
+    if (i >= I) return;
+    float g[FC_SGD_O];
+#pragma unroll
+    for (int j = 0; j < FC_SGD_O; ++j) g[j] = 0.0f;
+    for (int s = 0; s < count; ++s) {
+        const float x = X[s * I + i];
+#pragma unroll
+        for (int j = 0; j < FC_SGD_O; ++j) g[j] = mad(D[s * O + min(o0 + j, O - 1)], x, g[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < FC_SGD_O; ++j)
+        if (o0 + j < O) sgd_at(params, velocity, w_off + (o0 + j) * I + i, g[j], lr, momentum, weight_decay);
 }
 
 // ---- convolution: output map o sums its connections j (conn_begin[o] .. conn_begin[o+1]), each a

@@ -33,6 +33,11 @@ constexpr int kSmallRows = 32;  // C with at most this many rows takes the small
 // Items per compute unit that a convolution's gradient shares should give (conv_partials).
 constexpr size_t kPartialItems = 2048;
 
+// At batches up to this size, the fully connected layer with the most weights (at least
+// kFusedWeights) gets its weight gradient inside the update (fc_sgd), not written out by a GEMM.
+constexpr int kFusedBatch = 32;
+constexpr size_t kFusedWeights = 65536;
+
 // A split GEMM's slices are at least this deep.
 constexpr int kMinSplitDepth = 256;
 
@@ -143,7 +148,7 @@ OpenCLBatchEngine::OpenCLBatchEngine(Network net, MemoryVariant memory, const Op
         image_to_input(all.data(), 1, 256, Shape{1, 1, 256}, values.data());
         byte_values_ = cl::Buffer(context_, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, 256 * sizeof(float), values.data());
         const size_t n = layout_.size();
-        update_ = {{kernel(program_, "batch_sgd", params_, velocity_, grads_, as_int(n), 0.0f, 0.0f, 0.0f),
+        update_ = {{kernel(program_, "batch_sgd", params_, velocity_, grads_, as_int(n), 0.0f, 0.0f, 0.0f, 0, 0),
                     cl::NDRange(round_up(n, wg_)), cl::NDRange(wg_), "batch_sgd"}};
         set_params(std::vector<float>(net_.param_count, 0.0f));
     });
@@ -397,8 +402,9 @@ void OpenCLBatchEngine::plan_layer(size_t k, int count) {
             else  // Y [count][O] = X [count][I] W^T, W [O][I]
                 gemm(forward_, l.name + " gemm forward", count, O, I, X, 0, I, 1, params_, w_off, 1, I, Y, 0, O, 1,
                      kBiasAct, act, params_, b_off);
-            // dW [O][I] = D^T [O][count] X [count][I]: the sum over the samples in order.
-            gemm(back, l.name + " gemm weights", O, I, count, D, 0, 1, O, X, 0, I, 1, grads_, w_off, I, 1, kStore, 0,
+            // dW [O][I] = D^T [O][count] X [count][I]: the sum over the samples in order (deferred:
+            // run only if gradients() asks for it; the update computes it itself).
+            gemm(static_cast<int>(k) == fused_ ? deferred_ : back, l.name + " gemm weights", O, I, count, D, 0, 1, O, X, 0, I, 1, grads_, w_off, I, 1, kStore, 0,
                  grads_, 0);
             back.push_back(sum_rows(D, count, O, 0, 0, b_off, l.name));
             if (!first) {
@@ -442,8 +448,17 @@ void OpenCLBatchEngine::plan(int count) {
     }
     forward_.clear();
     backward_.clear();
+    deferred_.clear();
+    fused_update_.clear();
     scratch_.clear();
     const size_t n = static_cast<size_t>(count);
+    fused_ = -1;
+    for (size_t k = 0; k < L && count <= kFusedBatch; ++k) {
+        const LayerSpec& l = net_.layers[k];
+        if (l.kind == LayerKind::FullyConnected && l.weight_count >= kFusedWeights &&
+            (fused_ < 0 || l.weight_count > net_.layers[static_cast<size_t>(fused_)].weight_count))
+            fused_ = static_cast<int>(k);
+    }
     forward_.push_back({kernel(program_, "gather_inputs", cl::Buffer(), cl::Buffer(), 0, net_.input.size(), acts_[0]),
                         rows_of(static_cast<size_t>(net_.input.size()), n, wg_), cl::NDRange(wg_, 1), "gather_inputs"});
     for (size_t k = 0; k < L; ++k) plan_layer(k, count);
@@ -452,6 +467,19 @@ void OpenCLBatchEngine::plan(int count) {
                                static_cast<int>(net_.loss == Loss::SquaredError), static_cast<int>(last.activation),
                                1.0f / static_cast<float>(count), deltas_[L - 1], losses_, hits_, 0),
                         cl::NDRange(round_up(n, wg_)), cl::NDRange(wg_), "batch_loss"});
+    if (fused_ >= 0) {
+        const size_t k = static_cast<size_t>(fused_), size = layout_.size();
+        const LayerSpec& l = net_.layers[k];
+        const DeviceLayout::Block w = layout_.weights(k);
+        const int I = l.in.size(), O = l.out.size();
+        fused_update_ = {{kernel(program_, "batch_sgd", params_, velocity_, grads_, as_int(size), 0.0f, 0.0f, 0.0f,
+                                 as_int(w.device), as_int(w.count)),
+                          cl::NDRange(round_up(size - w.count, wg_)), cl::NDRange(wg_), "batch_sgd"},
+                         {kernel(program_, "fc_sgd", params_, velocity_, as_int(w.device), deltas_[k], acts_[k], count, I,
+                                 O, 0.0f, 0.0f, 0.0f),
+                          cl::NDRange(round_up(static_cast<size_t>(I), wg_), static_cast<size_t>((O + 7) / 8)),
+                          cl::NDRange(wg_, 1), l.name + " fc_sgd"}};
+    }
     planned_ = count;
 }
 
@@ -608,15 +636,20 @@ void OpenCLBatchEngine::forward(Split split, int first, int count) {
 void OpenCLBatchEngine::backward() {
     if (!last_was_train_) throw Error("backward() needs a training forward() first");
     cl_checked([&] { enqueue_phase(Phase::Backward, backward_); });
+    deferred_pending_ = !deferred_.empty();
 }
 
 void OpenCLBatchEngine::update(float lr, float momentum, float weight_decay) {
     cl_checked([&] {
-        cl::Kernel& k = update_.front().kernel;
-        k.setArg(4, lr);
-        k.setArg(5, momentum);
-        k.setArg(6, weight_decay);
-        enqueue_phase(Phase::Update, update_);
+        std::vector<Launch>& launches = deferred_pending_ ? fused_update_ : update_;
+        for (Launch& l : launches) {
+            const cl_uint at = l.name == "batch_sgd" ? 4 : 8;  // fc_sgd's rates come after its operands
+            l.kernel.setArg(at, lr);
+            l.kernel.setArg(at + 1, momentum);
+            l.kernel.setArg(at + 2, weight_decay);
+        }
+        enqueue_phase(Phase::Update, launches);
+        deferred_pending_ = false;
         queue_.flush();  // hand the step to the device now, without waiting for it
     });
 }
@@ -685,10 +718,15 @@ std::vector<float> OpenCLBatchEngine::layer_output(size_t layer) {
 void OpenCLBatchEngine::set_gradients(const std::vector<float>& gradients) {
     check_param_count(net_, gradients, "gradient buffer");
     cl_checked([&] { write_flat(grads_, gradients); });
+    deferred_pending_ = false;
 }
 
 std::vector<float> OpenCLBatchEngine::gradients() {
-    return cl_checked([&] { return read_flat(grads_); });
+    return cl_checked([&] {
+        if (deferred_pending_) enqueue_phase(Phase::Backward, deferred_);
+        deferred_pending_ = false;
+        return read_flat(grads_);
+    });
 }
 
 }  // namespace lenet5

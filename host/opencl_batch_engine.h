@@ -117,6 +117,11 @@ private:
     int capacity_ = 0, planned_ = 0, count_ = 0;
     bool last_was_train_ = false;
     std::vector<Launch> forward_, backward_, update_;  // for batches of planned_ samples
+    // The fused update (kFusedBatch): the weight gradient of layer fused_ is computed by fc_sgd;
+    // deferred_ computes it into grads_ instead, when gradients() asks between backward and update.
+    int fused_ = -1;
+    std::vector<Launch> deferred_, fused_update_;
+    bool deferred_pending_ = false;
 
     // Per-sample loss and hit of every forward since the last take_counters, at slot cursor_ on.
     cl::Buffer losses_, hits_;
