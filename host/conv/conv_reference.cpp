@@ -1,0 +1,178 @@
+#include "conv_reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "error.h"
+
+#ifdef LENET5_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+namespace lenet5::conv {
+namespace {
+
+float activate(Activation a, float x) {
+    switch (a) {
+        case Activation::Tanh: return std::tanh(x);
+        case Activation::Sigmoid: return 1.0f / (1.0f + std::exp(-x));
+        case Activation::ReLU: return x > 0.0f ? x : 0.0f;
+        case Activation::None: break;
+    }
+    return x;
+}
+
+// Row-major C[M][N] = beta*C + op(A) op(B), op(A) [M][K], op(B) [K][N]; ta/tb: A is stored [K][M],
+// B [N][K].
+void host_gemm(bool ta, bool tb, int M, int N, int K, const float* A, const float* B, float beta, float* C) {
+#ifdef LENET5_HAVE_OPENBLAS
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, A,
+                ta ? M : K, B, tb ? K : N, beta, C, N);
+#else
+    for (int m = 0; m < M; ++m)
+        for (int n = 0; n < N; ++n) {
+            float sum = 0.0f;
+            for (int k = 0; k < K; ++k)
+                sum += A[ta ? size_t(k) * M + m : size_t(m) * K + k] * B[tb ? size_t(n) * K + k : size_t(k) * N + n];
+            C[size_t(m) * N + n] = beta == 0.0f ? sum : beta * C[size_t(m) * N + n] + sum;
+        }
+#endif
+}
+
+// Input (c, y*S + ky - P, x*S + kx - P) of output (y, x) and tap (ky, kx), or -1 in the padding.
+long tap(const ConvShape& s, int c, int y, int x, int ky, int kx) {
+    const int iy = y * s.stride + ky - s.pad, ix = x * s.stride + kx - s.pad;
+    if (iy < 0 || iy >= s.in_h || ix < 0 || ix >= s.in_w) return -1;
+    return (long(c) * s.in_h + iy) * s.in_w + ix;
+}
+
+// One sample's windows: col[(c*K + ky)*K + kx][y*OW + x] (im2col), or back (col2im, adding up).
+void im2col(const ConvShape& s, const float* in, float* col) {
+    const int K = s.kernel, P = s.out_h() * s.out_w();
+    for (int c = 0; c < s.in_c; ++c)
+        for (int t = 0; t < K * K; ++t)
+            for (int p = 0; p < P; ++p) {
+                const long at = tap(s, c, p / s.out_w(), p % s.out_w(), t / K, t % K);
+                col[(size_t(c) * K * K + t) * P + p] = at < 0 ? 0.0f : in[at];
+            }
+}
+
+void col2im(const ConvShape& s, const float* col, float* in) {
+    const int K = s.kernel, P = s.out_h() * s.out_w();
+    for (size_t i = 0; i < size_t(s.in_c) * s.in_h * s.in_w; ++i) in[i] = 0.0f;
+    for (int c = 0; c < s.in_c; ++c)
+        for (int t = 0; t < K * K; ++t)
+            for (int p = 0; p < P; ++p) {
+                const long at = tap(s, c, p / s.out_w(), p % s.out_w(), t / K, t % K);
+                if (at >= 0) in[at] += col[(size_t(c) * K * K + t) * P + p];
+            }
+}
+
+ConvAlgo host_algo(ConvAlgo algo, const ConvShape& s) {
+    s.validate();
+    if (algo == ConvAlgo::CLBlast) throw Error("the clblast convolution algorithm runs on OpenCL devices only");
+    return algo == ConvAlgo::Im2col ? ConvAlgo::Im2col : ConvAlgo::Direct;
+}
+
+}  // namespace
+
+void host_forward(ConvAlgo algo, const ConvShape& s, const float* in, const float* w, const float* b, float* out,
+                  Activation act) {
+    const int K = s.kernel, OH = s.out_h(), OW = s.out_w(), P = OH * OW, CKK = s.in_c * K * K;
+    const size_t in_n = size_t(s.in_c) * s.in_h * s.in_w, out_n = size_t(s.out_c) * P;
+    if (host_algo(algo, s) == ConvAlgo::Im2col) {
+        std::vector<float> col(size_t(CKK) * P);
+        for (int n = 0; n < s.batch; ++n) {
+            im2col(s, in + n * in_n, col.data());
+            float* o = out + n * out_n;
+            host_gemm(false, false, s.out_c, P, CKK, w, col.data(), 0.0f, o);
+            for (int m = 0; m < s.out_c; ++m)
+                for (int p = 0; p < P; ++p) o[size_t(m) * P + p] = activate(act, o[size_t(m) * P + p] + b[m]);
+        }
+        return;
+    }
+    for (int n = 0; n < s.batch; ++n)
+        for (int m = 0; m < s.out_c; ++m)
+            for (int y = 0; y < OH; ++y)
+                for (int x = 0; x < OW; ++x) {
+                    float sum = 0.0f;
+                    for (int c = 0; c < s.in_c; ++c)
+                        for (int t = 0; t < K * K; ++t) {
+                            const long at = tap(s, c, y, x, t / K, t % K);
+                            if (at >= 0) sum += in[n * in_n + at] * w[(size_t(m) * s.in_c + c) * K * K + t];
+                        }
+                    out[n * out_n + (size_t(m) * OH + y) * OW + x] = activate(act, sum + b[m]);
+                }
+}
+
+void host_backward_data(ConvAlgo algo, const ConvShape& s, const float* d_out, const float* w, float* d_in) {
+    const int K = s.kernel, OH = s.out_h(), OW = s.out_w(), P = OH * OW, CKK = s.in_c * K * K;
+    const size_t in_n = size_t(s.in_c) * s.in_h * s.in_w, out_n = size_t(s.out_c) * P;
+    if (host_algo(algo, s) == ConvAlgo::Im2col) {
+        std::vector<float> col(size_t(CKK) * P);
+        for (int n = 0; n < s.batch; ++n) {
+            host_gemm(true, false, CKK, P, s.out_c, w, d_out + n * out_n, 0.0f, col.data());
+            col2im(s, col.data(), d_in + n * in_n);
+        }
+        return;
+    }
+    for (size_t i = 0; i < s.input_size(); ++i) d_in[i] = 0.0f;
+    for (int n = 0; n < s.batch; ++n)
+        for (int m = 0; m < s.out_c; ++m)
+            for (int y = 0; y < OH; ++y)
+                for (int x = 0; x < OW; ++x) {
+                    const float d = d_out[n * out_n + (size_t(m) * OH + y) * OW + x];
+                    for (int c = 0; c < s.in_c; ++c)
+                        for (int t = 0; t < K * K; ++t) {
+                            const long at = tap(s, c, y, x, t / K, t % K);
+                            if (at >= 0) d_in[n * in_n + at] += d * w[(size_t(m) * s.in_c + c) * K * K + t];
+                        }
+                }
+}
+
+void host_backward_weights(ConvAlgo algo, const ConvShape& s, const float* in, const float* d_out, float* d_w,
+                           float* d_b) {
+    const int K = s.kernel, OH = s.out_h(), OW = s.out_w(), P = OH * OW, CKK = s.in_c * K * K;
+    const size_t in_n = size_t(s.in_c) * s.in_h * s.in_w, out_n = size_t(s.out_c) * P;
+    for (int m = 0; m < s.out_c; ++m) {
+        float sum = 0.0f;
+        for (int n = 0; n < s.batch; ++n)
+            for (int p = 0; p < P; ++p) sum += d_out[n * out_n + size_t(m) * P + p];
+        d_b[m] = sum;
+    }
+    if (host_algo(algo, s) == ConvAlgo::Im2col) {
+        std::vector<float> col(size_t(CKK) * P);
+        for (int n = 0; n < s.batch; ++n) {
+            im2col(s, in + n * in_n, col.data());
+            host_gemm(false, true, s.out_c, CKK, P, d_out + n * out_n, col.data(), n == 0 ? 0.0f : 1.0f, d_w);
+        }
+        return;
+    }
+    for (int m = 0; m < s.out_c; ++m)
+        for (int c = 0; c < s.in_c; ++c)
+            for (int t = 0; t < K * K; ++t) {
+                float sum = 0.0f;
+                for (int n = 0; n < s.batch; ++n)
+                    for (int y = 0; y < OH; ++y)
+                        for (int x = 0; x < OW; ++x) {
+                            const long at = tap(s, c, y, x, t / K, t % K);
+                            if (at >= 0) sum += d_out[n * out_n + (size_t(m) * OH + y) * OW + x] * in[n * in_n + at];
+                        }
+                d_w[(size_t(m) * s.in_c + c) * K * K + t] = sum;
+            }
+}
+
+double max_relative_error(const float* v, const float* ref, size_t n) {
+    double diff = 0.0, scale = 0.0, norm_v = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+        const double d = std::fabs(double(v[i]) - ref[i]);
+        if (!std::isfinite(d)) return INFINITY;
+        diff = std::max(diff, d);
+        scale = std::max(scale, std::fabs(double(ref[i])));
+        norm_v = std::max(norm_v, std::fabs(double(v[i])));
+    }
+    return scale > 0.0 ? diff / scale : norm_v;
+}
+
+}  // namespace lenet5::conv

@@ -1,0 +1,24 @@
+// The host's convolutions (conv_shape.h's layout), the reference every OpenCL algorithm is checked
+// against: `direct` is the plain scalar loop nest (the reference itself), `im2col` unrolls the
+// windows into a matrix and multiplies with the host GEMM (OpenBLAS's sgemm when the build has it,
+// else a plain loop). Pure gradients: the backward passes apply no activation derivative.
+#pragma once
+#include "conv_shape.h"
+#include "network.h"
+
+namespace lenet5::conv {
+
+// out = act(conv(in, w) + b).
+void host_forward(ConvAlgo algo, const ConvShape& s, const float* in, const float* w, const float* b, float* out,
+                  Activation act);
+// d_in = dLoss/d_in from d_out = dLoss/d_out (before the activation).
+void host_backward_data(ConvAlgo algo, const ConvShape& s, const float* d_out, const float* w, float* d_in);
+// d_w, d_b = dLoss/dw, dLoss/db summed over the batch.
+void host_backward_weights(ConvAlgo algo, const ConvShape& s, const float* in, const float* d_out, float* d_w,
+                           float* d_b);
+
+// max_i |v_i - ref_i| / max_i |ref_i| (max_i |v_i| when ref is all zeros): the error convbench
+// reports and the tests bound; infinite for a NaN.
+double max_relative_error(const float* v, const float* ref, size_t n);
+
+}  // namespace lenet5::conv

@@ -1,0 +1,72 @@
+// Batch-level convolutions on an OpenCL device, three algorithms (conv_shape.h): the API the
+// batch-level engine and VGG16 inference call.
+//
+//   lenet5::conv::OpenCLConv conv(context, device, queue);   // builds the kernels once
+//   conv.forward(ConvAlgo::Direct, shape, in, weights, bias, out, Activation::ReLU);
+//   conv.backward_data(ConvAlgo::Im2col, shape, d_out, weights, d_in);
+//   conv.backward_weights(ConvAlgo::Im2col, shape, in, d_out, d_weights, d_bias);
+//   queue.finish();
+//
+// The buffers are the caller's, already on the device, in conv_shape.h's layout (NCHW; weights
+// [out_c][in_c][k][k]), each holding at least its tensor from offset 0. Every call only enqueues
+// on the given in-order queue and returns; the results are there once the queue has run them.
+// Calls of one OpenCLConv share its scratch buffers, so use one OpenCLConv per queue and thread.
+// The backward passes are pure gradients (d_out is dLoss/d(pre-activation)); backward_data
+// overwrites d_in, backward_weights overwrites d_weights and d_bias with the batch's sums. Sums
+// run in a fixed order: the same inputs give the same bits.
+//
+// Algorithms: Direct (tiled kernels with the input tile and the filters in __local memory, 32
+// outputs per item; the fastest for 3x3 layers of many maps), Im2col (the windows as a matrix, then
+// batch_layers.cl's GEMM), CLBlast (Convgemm; Im2col/Col2im + GEMM backward; an Error when the build
+// has no CLBlast), Auto (resolve()). Errors (bad shape, a device that cannot run it, an OpenCL
+// failure) throw lenet5::Error with one line.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "conv_shape.h"
+#include "network.h"
+#include "opencl_runtime.h"
+
+namespace lenet5::conv {
+
+class OpenCLConv {
+public:
+    OpenCLConv(const cl::Context& context, const cl::Device& device, const cl::CommandQueue& queue);
+    ~OpenCLConv();
+    OpenCLConv(const OpenCLConv&) = delete;
+    OpenCLConv& operator=(const OpenCLConv&) = delete;
+
+    // out = act(conv(in, weights) + bias).
+    void forward(ConvAlgo algo, const ConvShape& shape, const cl::Buffer& in, const cl::Buffer& weights,
+                 const cl::Buffer& bias, const cl::Buffer& out, Activation act = Activation::None);
+    // d_in = dLoss/d_in.
+    void backward_data(ConvAlgo algo, const ConvShape& shape, const cl::Buffer& d_out, const cl::Buffer& weights,
+                       const cl::Buffer& d_in);
+    // d_weights, d_bias = dLoss/d_weights, dLoss/d_bias summed over the batch.
+    void backward_weights(ConvAlgo algo, const ConvShape& shape, const cl::Buffer& in, const cl::Buffer& d_out,
+                          const cl::Buffer& d_weights, const cl::Buffer& d_bias);
+
+    // The algorithm Auto stands for: the one choose() was given for the shape's layer (the tuning
+    // cache's, see conv_tuning.h), else a default (Direct). Others are returned as they are.
+    ConvAlgo resolve(ConvAlgo algo, const ConvShape& shape) const;
+    // What Auto picks for shapes like `shape` (any batch) from now on.
+    void choose(const ConvShape& shape, ConvAlgo algo);
+
+    // Every command enqueued from now on appends its event here (convbench's kernel time: first
+    // start to last end); nullptr stops it.
+    void record_events(std::vector<cl::Event>* sink) { events_ = sink; }
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+    std::vector<cl::Event>* events_ = nullptr;
+    std::map<std::string, ConvAlgo> chosen_;
+};
+
+// The key choose() and the tuning cache use for a layer: the shape without its batch.
+std::string layer_key(const ConvShape& shape);
+
+}  // namespace lenet5::conv

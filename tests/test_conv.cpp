@@ -1,0 +1,192 @@
+// The convolution algorithms (host/conv/): the host im2col path and every OpenCL algorithm against
+// the scalar direct reference, forward (bias and activation), input gradient and weight gradient,
+// over shapes with strides 1-3, padding, odd sizes, 1x1 to 5x5 kernels and every direct tile, on the
+// default OpenCL device (PoCL in CI). Small shapes: the whole suite takes seconds.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "conv/conv_reference.h"
+#include "rng.h"
+#ifdef LENET5_HAVE_OPENCL
+#include "conv/opencl_conv.h"
+#endif
+
+using namespace lenet5;
+using namespace lenet5::conv;
+
+namespace {
+
+constexpr double kTolerance = 1e-4;
+
+// batch, in maps, in height, in width, out maps, kernel, stride, pad.
+const std::vector<ConvShape> kShapes = {
+    {2, 3, 9, 11, 5, 3, 1, 1},    // odd sizes, padded, the m4 tile with the 3x3 kernel
+    {1, 2, 10, 10, 3, 3, 2, 1},   // stride 2
+    {2, 4, 13, 8, 7, 5, 3, 2},    // stride 3, 5x5
+    {1, 5, 7, 6, 20, 1, 1, 0},    // 1x1, the m16 tile
+    {2, 20, 10, 12, 70, 3, 1, 1}, // many maps: the m64 tile, two map tiles, two rounds of channels
+    {1, 1, 5, 140, 2, 3, 1, 1},   // a wide plane: two column tiles of m4
+    {3, 6, 6, 6, 9, 4, 2, 3},     // even kernel, padding of kernel - 1
+};
+
+std::vector<float> random_values(size_t n, uint64_t seed) {
+    Rng rng(seed);
+    std::vector<float> v(n);
+    for (auto& x : v) x = rng.uniform(-1.0f, 1.0f);
+    return v;
+}
+
+struct Tensors {
+    std::vector<float> in, w, b, d_out;
+    explicit Tensors(const ConvShape& s)
+        : in(random_values(s.input_size(), 1)),
+          w(random_values(s.weight_size(), 2)),
+          b(random_values(size_t(s.out_c), 3)),
+          d_out(random_values(s.output_size(), 4)) {}
+};
+
+struct Results {
+    std::vector<float> out, d_in, d_w, d_b;
+    explicit Results(const ConvShape& s)
+        : out(s.output_size()), d_in(s.input_size()), d_w(s.weight_size()), d_b(size_t(s.out_c)) {}
+};
+
+Results host_results(ConvAlgo algo, const ConvShape& s, const Tensors& t, Activation act) {
+    Results r(s);
+    host_forward(algo, s, t.in.data(), t.w.data(), t.b.data(), r.out.data(), act);
+    host_backward_data(algo, s, t.d_out.data(), t.w.data(), r.d_in.data());
+    host_backward_weights(algo, s, t.in.data(), t.d_out.data(), r.d_w.data(), r.d_b.data());
+    return r;
+}
+
+void expect_close(const Results& got, const Results& ref, const std::string& what) {
+    EXPECT_LT(max_relative_error(got.out.data(), ref.out.data(), ref.out.size()), kTolerance) << what << " forward";
+    EXPECT_LT(max_relative_error(got.d_in.data(), ref.d_in.data(), ref.d_in.size()), kTolerance) << what << " data";
+    EXPECT_LT(max_relative_error(got.d_w.data(), ref.d_w.data(), ref.d_w.size()), kTolerance) << what << " weights";
+    EXPECT_LT(max_relative_error(got.d_b.data(), ref.d_b.data(), ref.d_b.size()), kTolerance) << what << " bias";
+}
+
+TEST(ConvReference, DirectMatchesHandComputedValues) {
+    // One 3x3 input, a 2x2 kernel, stride 1, pad 0: out = 1*1+2*0+4*0+5*1 + 0.5 = 6.5 at (0,0), etc.
+    const ConvShape s{1, 1, 3, 3, 1, 2, 1, 0};
+    const std::vector<float> in{1, 2, 3, 4, 5, 6, 7, 8, 9}, w{1, 0, 0, 1}, b{0.5f};
+    std::vector<float> out(4);
+    host_forward(ConvAlgo::Direct, s, in.data(), w.data(), b.data(), out.data(), Activation::None);
+    EXPECT_EQ(out, (std::vector<float>{6.5f, 8.5f, 12.5f, 14.5f}));
+    const std::vector<float> d{1, 0, 0, 1};
+    std::vector<float> d_in(9), d_w(4), d_b(1);
+    host_backward_data(ConvAlgo::Direct, s, d.data(), w.data(), d_in.data());
+    EXPECT_EQ(d_in, (std::vector<float>{1, 0, 0, 0, 2, 0, 0, 0, 1}));
+    host_backward_weights(ConvAlgo::Direct, s, in.data(), d.data(), d_w.data(), d_b.data());
+    EXPECT_EQ(d_w, (std::vector<float>{6, 8, 12, 14}));
+    EXPECT_EQ(d_b[0], 2.0f);
+}
+
+TEST(ConvReference, Im2colMatchesDirect) {
+    for (const ConvShape& s : kShapes) {
+        const Tensors t(s);
+        expect_close(host_results(ConvAlgo::Im2col, s, t, Activation::Tanh),
+                     host_results(ConvAlgo::Direct, s, t, Activation::Tanh), "host im2col " + s.describe());
+    }
+}
+
+TEST(ConvReference, BadShapesAndNamesAreOneLineErrors) {
+    EXPECT_THROW((ConvShape{1, 1, 4, 4, 1, 3, 1, 3}.validate()), Error);   // pad >= kernel
+    EXPECT_THROW((ConvShape{1, 1, 2, 2, 1, 5, 1, 1}.validate()), Error);   // kernel > padded input
+    EXPECT_THROW((ConvShape{0, 1, 4, 4, 1, 3, 1, 0}.validate()), Error);
+    EXPECT_THROW(parse_algo("winograd"), UsageError);
+    EXPECT_EQ(parse_algo("im2col"), ConvAlgo::Im2col);
+}
+
+#ifdef LENET5_HAVE_OPENCL
+class OpenCLConvTest : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        device_ = new OpenCLDevice(select_opencl_device(-1));
+        context_ = new cl::Context(device_->device);
+        queue_ = new cl::CommandQueue(*context_, device_->device, CL_QUEUE_PROFILING_ENABLE);
+        conv_ = new OpenCLConv(*context_, device_->device, *queue_);
+    }
+    static void TearDownTestSuite() {
+        delete conv_;
+        delete queue_;
+        delete context_;
+        delete device_;
+    }
+
+    static cl::Buffer upload(const std::vector<float>& v) {
+        return cl::Buffer(*context_, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, v.size() * sizeof(float),
+                          const_cast<float*>(v.data()));
+    }
+    static void download(const cl::Buffer& b, std::vector<float>& v) {
+        queue_->enqueueReadBuffer(b, CL_TRUE, 0, v.size() * sizeof(float), v.data());
+    }
+
+    static Results device_results(ConvAlgo algo, const ConvShape& s, const Tensors& t, Activation act) {
+        Results r(s);
+        const cl::Buffer in = upload(t.in), w = upload(t.w), b = upload(t.b), d_out = upload(t.d_out);
+        // Filled with NaN, so that a value the algorithm leaves unwritten fails.
+        const std::vector<float> nan(std::max(s.input_size(), s.output_size()), NAN);
+        const cl::Buffer out = upload(nan), d_in = upload(nan), d_w = upload(std::vector<float>(s.weight_size(), NAN)),
+                         d_b = upload(std::vector<float>(size_t(s.out_c), NAN));
+        conv_->forward(algo, s, in, w, b, out, act);
+        conv_->backward_data(algo, s, d_out, w, d_in);
+        conv_->backward_weights(algo, s, in, d_out, d_w, d_b);
+        download(out, r.out);
+        download(d_in, r.d_in);
+        download(d_w, r.d_w);
+        download(d_b, r.d_b);
+        return r;
+    }
+
+    // The first `shapes` of kShapes, each with ReLU and tanh.
+    static void check(ConvAlgo algo, size_t shapes = kShapes.size()) {
+        for (const ConvShape& s : std::vector<ConvShape>(kShapes.begin(), kShapes.begin() + shapes))
+            for (Activation act : {Activation::ReLU, Activation::Tanh}) {
+                const Tensors t(s);
+                expect_close(device_results(algo, s, t, act), host_results(ConvAlgo::Direct, s, t, act),
+                             std::string(algo_name(algo)) + " " + s.describe() + " " + activation_name(act));
+            }
+    }
+
+    static OpenCLDevice* device_;
+    static cl::Context* context_;
+    static cl::CommandQueue* queue_;
+    static OpenCLConv* conv_;
+};
+OpenCLDevice* OpenCLConvTest::device_ = nullptr;
+cl::Context* OpenCLConvTest::context_ = nullptr;
+cl::CommandQueue* OpenCLConvTest::queue_ = nullptr;
+OpenCLConv* OpenCLConvTest::conv_ = nullptr;
+
+TEST_F(OpenCLConvTest, DirectMatchesReference) { check(ConvAlgo::Direct); }
+TEST_F(OpenCLConvTest, Im2colMatchesReference) { check(ConvAlgo::Im2col); }
+
+#ifdef LENET5_HAVE_CLBLAST
+// CLBlast compiles its kernels per routine and size on first use (seconds each on PoCL): three shapes.
+TEST_F(OpenCLConvTest, CLBlastMatchesReference) { check(ConvAlgo::CLBlast, 3); }
+#else
+TEST_F(OpenCLConvTest, CLBlastIsAClearErrorWithoutIt) {
+    const ConvShape s = kShapes[0];
+    const cl::Buffer any = upload(std::vector<float>(s.input_size() + s.output_size() + s.weight_size()));
+    EXPECT_THROW(conv_->forward(ConvAlgo::CLBlast, s, any, any, any, any), Error);
+}
+#endif
+
+TEST_F(OpenCLConvTest, AutoTakesTheChosenAlgorithm) {
+    const ConvShape s = kShapes[0];
+    EXPECT_EQ(conv_->resolve(ConvAlgo::Auto, s), ConvAlgo::Direct);
+    conv_->choose(s, ConvAlgo::Im2col);
+    EXPECT_EQ(conv_->resolve(ConvAlgo::Auto, s), ConvAlgo::Im2col);
+    EXPECT_EQ(conv_->resolve(ConvAlgo::Direct, s), ConvAlgo::Direct);
+    const Tensors t(s);
+    expect_close(device_results(ConvAlgo::Auto, s, t, Activation::None),
+                 host_results(ConvAlgo::Direct, s, t, Activation::None), "auto");
+    conv_->choose(s, ConvAlgo::Direct);
+}
+#endif
+
+}  // namespace
