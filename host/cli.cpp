@@ -18,6 +18,7 @@ std::string help_text() {
                "  lenet5 train [options]        train, printing one table row per epoch\n"
                "  lenet5 eval --model FILE      test accuracy, loss and confusion matrix of a checkpoint\n"
                "  lenet5 tune [options]         time each work-group size of the OpenCL variants, cache the fastest\n"
+               "  lenet5 infer --onnx FILE      run an ONNX model (e.g. VGG16) over images from an .npy file\n"
                "  lenet5 models                 list the built-in models, their parameters and settings\n"
                "  lenet5 export --model FILE --onnx OUT\n"
                "                                write a checkpoint's trained model as ONNX (input: [N,1,28,28]\n"
@@ -72,6 +73,23 @@ std::string help_text() {
            "  --steps N        timed steps per candidate, in each of 3 runs (default 50)\n"
            "  --cache FILE     the tuning cache (default: $LENET5_TUNING, else $XDG_CACHE_HOME/lenet5/tuning.tsv,\n"
            "                   else ~/.cache/lenet5/tuning.tsv); train reads it from the default place\n"
+           "\n"
+           "infer options: runs an ONNX model (Conv, Relu, Sigmoid, Tanh, MaxPool, AveragePool,\n"
+           "              GlobalAveragePool, Gemm, MatMul, Add, Flatten, Reshape, Softmax, Dropout, Identity,\n"
+           "              Constant; one float input whose first dimension is the batch)\n"
+           "  --onnx FILE      the model (external data is read from files beside it)\n"
+           "  --input X.npy    the images: float32 .npy of shape N x (the model's input without its batch)\n"
+           "  --random N       or N images uniform in [-1, 1), from --seed S (default 1)\n"
+           "  --output Y.npy   write the outputs, float32 .npy of shape N x (the model's output)\n"
+           "  --batch B        images per run (default 1)\n"
+           "  --variant V      cpu (scalar reference), omp (im2col + GEMM on all cores), gpu, gpu-constant,\n"
+           "                   gpu-local or auto (gpu-local on a GPU, else omp; the default)\n"
+           "  --device N, --threads N  as for train\n"
+           "  --conv-algo A    OpenCL: the convolutions' algorithm, auto, direct, im2col or clblast (default auto)\n"
+           "  --repeats R      time R passes over the images (after one untimed pass when R > 1) and\n"
+           "                   report the median (default 1)\n"
+           "  --json FILE      also write the timings (per image, per layer) and every image's top-1 class\n"
+           "  Prints one line: images, batch, ms per image, the top-1 classes of the first 10 images.\n"
            "\n"
            "Each epoch row gives the milliseconds spent in the forward, backward and update\n"
            "phases (OpenCL: device time from event profiling; host variants: a steady clock\n"
@@ -187,6 +205,30 @@ void parse_tune_option(const std::string& flag, ArgReader& r, TuneOptions& t) {
     } else throw UsageError("unknown option '" + flag + "' for tune (try `lenet5 --help`)");
 }
 
+void parse_infer_option(const std::string& flag, ArgReader& r, InferOptions& o) {
+    auto path = [&](std::string& into) {
+        into = r.value(flag);
+        if (into.empty()) throw UsageError(flag + " needs a non-empty value");
+    };
+    if (flag == "--onnx") path(o.onnx_path);
+    else if (flag == "--input") path(o.input_path);
+    else if (flag == "--output") path(o.output_path);
+    else if (flag == "--json") path(o.json_path);
+    else if (flag == "--random") o.random = parse_count(flag, r.value(flag), 1);
+    else if (flag == "--seed") o.seed = static_cast<uint64_t>(parse_int(flag, r.value(flag), 0, std::numeric_limits<long long>::max()));
+    else if (flag == "--repeats") o.repeats = parse_count(flag, r.value(flag), 1);
+    else if (flag == "--batch") o.engine.batch = parse_count(flag, r.value(flag), 1);
+    else if (flag == "--variant") {
+        o.engine.variant = r.value(flag);
+        const std::string& v = o.engine.variant;
+        if (v != "cpu" && v != "omp" && v != "gpu" && v != "gpu-constant" && v != "gpu-local" && v != "auto")
+            throw UsageError(flag + ": '" + v + "' is not an infer variant (cpu, omp, gpu, gpu-constant, gpu-local, auto)");
+    } else if (flag == "--device") o.engine.device = parse_count(flag, r.value(flag), 0);
+    else if (flag == "--threads") o.engine.threads = parse_count(flag, r.value(flag), 1);
+    else if (flag == "--conv-algo") o.engine.conv_algo = conv::parse_algo(r.value(flag));
+    else throw UsageError("unknown option '" + flag + "' for infer (try `lenet5 --help`)");
+}
+
 }  // namespace
 
 Command parse_command_line(const std::vector<std::string>& args) {
@@ -205,6 +247,7 @@ Command parse_command_line(const std::vector<std::string>& args) {
     else if (name == "eval") cmd.kind = Command::Kind::Eval;
     else if (name == "tune") cmd.kind = Command::Kind::Tune;
     else if (name == "export") cmd.kind = Command::Kind::Export;
+    else if (name == "infer") cmd.kind = Command::Kind::Infer;
     else throw UsageError("unknown command '" + name + "' (try `lenet5 --help`)");
 
     TrainOptions& t = cmd.train;
@@ -244,6 +287,8 @@ Command parse_command_line(const std::vector<std::string>& args) {
             else throw UsageError("unknown option '" + flag + "' for eval (try `lenet5 --help`)");
         } else if (cmd.kind == Command::Kind::Tune) {
             parse_tune_option(flag, r, cmd.tune);
+        } else if (cmd.kind == Command::Kind::Infer) {
+            parse_infer_option(flag, r, cmd.infer);
         } else if (cmd.kind == Command::Kind::Export) {
             std::string& path = flag == "--model" ? cmd.exporting.model_path : cmd.exporting.onnx_path;
             if (flag != "--model" && flag != "--onnx")
@@ -257,6 +302,9 @@ Command parse_command_line(const std::vector<std::string>& args) {
     if (cmd.kind == Command::Kind::Train && t.lr == 0.0f) throw UsageError("--lr must be greater than 0");
     if (cmd.kind == Command::Kind::Train && t.lr_decay == 0.0f) throw UsageError("--lr-decay must be greater than 0");
     if (cmd.kind == Command::Kind::Eval && e.model_path.empty()) throw UsageError("eval needs --model FILE");
+    if (cmd.kind == Command::Kind::Infer && cmd.infer.onnx_path.empty()) throw UsageError("infer needs --onnx FILE");
+    if (cmd.kind == Command::Kind::Infer && cmd.infer.input_path.empty() == (cmd.infer.random == 0))
+        throw UsageError("infer needs one of --input X.npy and --random N");
     if (cmd.kind == Command::Kind::Export && (cmd.exporting.model_path.empty() || cmd.exporting.onnx_path.empty()))
         throw UsageError("export needs --model CHECKPOINT and --onnx FILE");
     return cmd;

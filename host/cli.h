@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "onnx/infer_command.h"
 #include "trainer.h"
 #include "tune.h"
 
@@ -20,11 +21,12 @@ struct ExportOptions {
 };
 
 struct Command {
-    enum class Kind { Train, Eval, Tune, Devices, Models, Help, Version, Export } kind = Kind::Help;
+    enum class Kind { Train, Eval, Tune, Devices, Models, Help, Version, Export, Infer } kind = Kind::Help;
     TrainOptions train;
     EvalOptions eval;
     TuneOptions tune;
     ExportOptions exporting;
+    InferOptions infer;
 };
 
 // Throws UsageError (exit 2) for an unknown command or flag, a missing or bad value.

@@ -159,6 +159,12 @@ int run(const std::vector<std::string>& args) {
 #else
             throw Error("this build has no ONNX support (install libonnx-dev and configure with -DLENET5_ONNX=ON): cannot export");
 #endif
+        case Command::Kind::Infer:
+#ifdef LENET5_HAVE_ONNX
+            return run_infer(cmd.infer, std::cout);
+#else
+            throw Error("this build has no ONNX support (install libonnx-dev and libprotobuf-dev, configure with -DLENET5_ONNX=ON)");
+#endif
         case Command::Kind::Train:
             install_signal_handlers();  // before the data loads, so an early Ctrl-C is not lost
             return run_train(cmd.train);

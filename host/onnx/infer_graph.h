@@ -1,0 +1,63 @@
+// An inference graph read from ONNX (onnx_reader.h): operations over per-sample tensors in
+// execution order, the batch the leading dimension of every activation. Shapes are known when
+// the graph is built; weights are laid out as the executors read them.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lenet5 {
+
+enum class InferAct { None, Relu, Sigmoid, Tanh };
+
+enum class InferOpKind {
+    Conv,     // 2-D, one group: out[o][y][x] = act(bias[o] + sum w[o][i][ky][kx] in[i][y*s-p+ky][x*s-p+kx])
+    MaxPool,  // 2-D windows; padding never wins
+    AvgPool,  // 2-D windows; count_include_pad says whether padding counts in the divisor
+    Dense,    // out[o] = act(sum_i weight[o][i] in[i] + bias[o]) (Gemm, MatMul), in flattened
+    Add,      // out = act(in + in2) (in2 another activation of the same shape) or act(in + addend)
+    Act,      // out = act(in)
+    Softmax,  // over a per-sample vector
+    Reshape,  // the same floats under another shape (Flatten, Reshape): no work, the buffer is shared
+};
+
+struct InferOp {
+    InferOpKind kind = InferOpKind::Act;
+    std::string name, op_type;  // the ONNX node's name (or "node N") and operator
+    int in = -1, in2 = -1, out = -1;  // value ids
+    InferAct act = InferAct::None;    // fused into Conv, Dense, Add; the function of Act
+    // Conv and pooling: window, strides, padding (top/left, bottom/right)
+    int kh = 1, kw = 1, sh = 1, sw = 1, pt = 0, pl = 0, pb = 0, pr = 0;
+    bool count_include_pad = false;
+    std::vector<float> weight;  // Conv: [out maps][in maps][kh][kw]; Dense: [out][in]
+    std::vector<float> bias;    // Conv, Dense: one per output map / unit (zeros when absent)
+    std::vector<float> addend;  // Add with a constant: broadcast to the per-sample shape
+};
+
+struct InferValue {
+    std::vector<int64_t> dims;  // per sample (the batch dimension removed)
+    int64_t size() const {
+        int64_t n = 1;
+        for (const int64_t d : dims) n *= d;
+        return n;
+    }
+};
+
+struct InferGraph {
+    std::vector<InferValue> values;
+    std::vector<InferOp> ops;
+    int input = -1, output = -1;
+    std::string input_name, output_name;
+    // Where each value lives: values that are never alive at the same time share a slot (an op's
+    // output never shares its inputs' slot; a Reshape's output is its input's slot).
+    std::vector<int> slot_of;
+    std::vector<int64_t> slot_floats;  // per sample
+};
+
+// Folds each activation into the Conv, Dense or Add before it when that op's output feeds only
+// it, then assigns the slots. Called by the reader; exposed for tests of hand-made graphs.
+void finish_graph(InferGraph& g);
+
+const char* act_name(InferAct act);
+
+}  // namespace lenet5

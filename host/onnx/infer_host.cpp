@@ -1,0 +1,320 @@
+// The host variants of `lenet5 infer`: `cpu` computes every op with plain scalar loops, one
+// thread (the reference); `omp` computes convolutions as im2col + GEMM over blocks of output
+// pixels (each block's unrolled windows stay in cache) and fully connected layers as GEMMs over
+// blocks of units, the blocks spread over OpenMP threads. The GEMM is OpenBLAS's sgemm, one
+// thread per call, when the build has it, else a plain loop the compiler vectorises.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "error.h"
+#include "infer_runner.h"
+
+#ifdef LENET5_HAVE_OPENMP
+#include <omp.h>
+#endif
+#ifdef LENET5_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+namespace lenet5 {
+
+namespace {
+
+float activate(InferAct a, float x) {
+    switch (a) {
+        case InferAct::Relu: return x > 0.0f ? x : 0.0f;
+        case InferAct::Sigmoid: return 1.0f / (1.0f + std::exp(-x));
+        case InferAct::Tanh: return std::tanh(x);
+        case InferAct::None: break;
+    }
+    return x;
+}
+
+// The geometry of a 2-D windowed op: input C x IH x IW, output OC x OH x OW.
+struct Window {
+    int C, IH, IW, OC, OH, OW;
+    Window(const InferGraph& g, const InferOp& op) {
+        const auto& i = g.values[op.in].dims;
+        const auto& o = g.values[op.out].dims;
+        C = int(i[0]), IH = int(i[1]), IW = int(i[2]), OC = int(o[0]), OH = int(o[1]), OW = int(o[2]);
+    }
+};
+
+// Row-major C[M][N] = A[M][K] op(B) (leading dimensions lda, ldb, ldc), on the calling thread;
+// op(B) = B[K][N], or with trans_b B^T for B stored [N][K].
+void gemm(bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc) {
+#ifdef LENET5_HAVE_OPENBLAS
+    if (M == 1 && trans_b)  // one sample through a fully connected layer: W x, W read once
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, 1.0f, B, ldb, A, 1, 0.0f, C, 1);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, A, lda, B, ldb,
+                    0.0f, C, ldc);
+#else
+    for (int m = 0; m < M; ++m) {
+        float* c = C + size_t(m) * ldc;
+        const float* a = A + size_t(m) * lda;
+        if (trans_b) {
+            for (int n = 0; n < N; ++n) {
+                float sum = 0.0f;
+                for (int k = 0; k < K; ++k) sum += a[k] * B[size_t(n) * ldb + k];
+                c[n] = sum;
+            }
+            continue;
+        }
+        std::fill(c, c + N, 0.0f);
+        for (int k = 0; k < K; ++k) {
+            const float* b = B + size_t(k) * ldb;
+            for (int n = 0; n < N; ++n) c[n] += a[k] * b[n];
+        }
+    }
+#endif
+}
+
+class HostRunner final : public InferRunner {
+public:
+    HostRunner(const InferGraph& g, const InferRequest& r, bool fast) : g_(g), fast_(fast), batch_(r.batch) {
+        threads_ = 1;
+#ifdef LENET5_HAVE_OPENMP
+        if (fast) threads_ = r.threads > 0 ? r.threads : omp_get_max_threads();
+#endif
+        if (fast && !kOpenMP) throw Error("variant omp: this build has no OpenMP");
+#ifdef LENET5_HAVE_OPENBLAS
+        openblas_set_num_threads(1);  // the blocks are spread over OpenMP threads instead
+#endif
+        for (const int64_t floats : g_.slot_floats) slots_.emplace_back(size_t(floats) * size_t(batch_));
+        ms_.assign(g_.ops.size(), 0.0);
+        if (!fast) return;
+        size_t col = 0;
+        for (const InferOp& op : g_.ops)
+            if (op.kind == InferOpKind::Conv) {
+                const Window w(g_, op);
+                const size_t depth = size_t(w.C) * op.kh * op.kw;
+                col = std::max(col, depth * size_t(block_pixels(depth, w.OH * w.OW)));
+            }
+        cols_.assign(size_t(threads_), std::vector<float>(col));
+    }
+
+    std::string variant() const override { return fast_ ? "omp" : "cpu"; }
+    std::string device() const override {
+        return fast_ ? "host (" + std::to_string(threads_) + " threads" + (kOpenBlas ? ", OpenBLAS" : "") + ")" : "host";
+    }
+    std::vector<double> op_ms() const override { return ms_; }
+
+    void run(const float* in, int count, float* out) override {
+        if (count < 1 || count > batch_) throw Error("infer: batch of " + std::to_string(count) + " exceeds the planned " + std::to_string(batch_));
+        std::memcpy(slot(g_.input), in, sizeof(float) * size_t(g_.values[g_.input].size()) * count);
+        for (size_t k = 0; k < g_.ops.size(); ++k) {
+            const auto start = std::chrono::steady_clock::now();
+            step(k, count);
+            ms_[k] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+        }
+        std::memcpy(out, slot(g_.output), sizeof(float) * size_t(g_.values[g_.output].size()) * count);
+    }
+
+private:
+#ifdef LENET5_HAVE_OPENMP
+    static constexpr bool kOpenMP = true;
+#else
+    static constexpr bool kOpenMP = false;
+#endif
+#ifdef LENET5_HAVE_OPENBLAS
+    static constexpr bool kOpenBlas = true;
+#else
+    static constexpr bool kOpenBlas = false;
+#endif
+
+    float* slot(int value) { return slots_[size_t(g_.slot_of[value])].data(); }
+
+    // Output pixels per im2col block: the block's windows (depth floats each) within ~2 MiB.
+    static int block_pixels(size_t depth, int pixels) {
+        const int fit = int(std::max<size_t>(64, (size_t(2) << 20) / (4 * depth)) / 16 * 16);
+        return std::min(pixels, fit);
+    }
+
+    void step(size_t k, int count) {
+        const InferOp& op = g_.ops[k];
+        const float* x = slot(op.in);
+        float* y = slot(op.out);
+        const int64_t in_size = g_.values[op.in].size(), out_size = g_.values[op.out].size();
+        const int par = threads_;
+        switch (op.kind) {
+            case InferOpKind::Reshape: return;
+            case InferOpKind::Conv:
+                if (fast_) conv_fast(op, x, y, count);
+                else conv_reference(op, x, y, count);
+                return;
+            case InferOpKind::Dense:
+                if (fast_) dense_fast(op, x, y, count);
+                else dense_reference(op, x, y, count);
+                return;
+            case InferOpKind::MaxPool:
+            case InferOpKind::AvgPool: pool(op, x, y, count); return;
+            case InferOpKind::Add:
+            case InferOpKind::Act: {
+                const float* x2 = op.in2 >= 0 ? slot(op.in2) : nullptr;
+                const int64_t total = in_size * count;
+#pragma omp parallel for num_threads(par) if (par > 1)
+                for (int64_t e = 0; e < total; ++e) {
+                    float v = x[e];
+                    if (x2) v += x2[e];
+                    else if (!op.addend.empty()) v += op.addend[size_t(e % in_size)];
+                    y[e] = activate(op.act, v);
+                }
+                return;
+            }
+            case InferOpKind::Softmax:
+                for (int s = 0; s < count; ++s) {
+                    const float* a = x + s * in_size;
+                    float* b = y + s * out_size;
+                    const float top = *std::max_element(a, a + in_size);
+                    double sum = 0.0;
+                    for (int64_t e = 0; e < in_size; ++e) sum += b[e] = std::exp(a[e] - top);
+                    for (int64_t e = 0; e < in_size; ++e) b[e] = float(b[e] / sum);
+                }
+                return;
+        }
+    }
+
+    void conv_reference(const InferOp& op, const float* x, float* y, int count) const {
+        const Window w(g_, op);
+        for (int s = 0; s < count; ++s)
+            for (int o = 0; o < w.OC; ++o)
+                for (int oy = 0; oy < w.OH; ++oy)
+                    for (int ox = 0; ox < w.OW; ++ox) {
+                        float sum = op.bias[size_t(o)];
+                        for (int c = 0; c < w.C; ++c)
+                            for (int ky = 0; ky < op.kh; ++ky) {
+                                const int iy = oy * op.sh - op.pt + ky;
+                                if (iy < 0 || iy >= w.IH) continue;
+                                for (int kx = 0; kx < op.kw; ++kx) {
+                                    const int ix = ox * op.sw - op.pl + kx;
+                                    if (ix < 0 || ix >= w.IW) continue;
+                                    sum += op.weight[((size_t(o) * w.C + c) * op.kh + ky) * op.kw + kx] *
+                                           x[((size_t(s) * w.C + c) * w.IH + iy) * w.IW + ix];
+                                }
+                            }
+                        y[((size_t(s) * w.OC + o) * w.OH + oy) * w.OW + ox] = activate(op.act, sum);
+                    }
+    }
+
+    // Work items: (sample, block of output pixels, block of output maps); maps are split only
+    // when the pixel blocks are too few to give every thread one.
+    void conv_fast(const InferOp& op, const float* x, float* y, int count) {
+        const Window w(g_, op);
+        const int P = w.OH * w.OW, depth = w.C * op.kh * op.kw, pb = block_pixels(size_t(depth), P);
+        const int pblocks = (P + pb - 1) / pb, per_sample = pblocks * count;
+        const int mblocks = per_sample >= threads_ ? 1 : std::min(w.OC / 16 + 1, (threads_ + per_sample - 1) / per_sample);
+        const int mb = (w.OC + mblocks - 1) / mblocks;
+        const bool direct = op.kh == 1 && op.kw == 1 && op.sh == 1 && op.sw == 1 && !op.pt && !op.pl && !op.pb && !op.pr;
+        const int items = per_sample * mblocks, par = threads_;
+#pragma omp parallel for schedule(dynamic) num_threads(par) if (par > 1)
+        for (int item = 0; item < items; ++item) {
+            const int s = item / (pblocks * mblocks), p0 = (item / mblocks) % pblocks * pb, m0 = item % mblocks * mb;
+            const int pw = std::min(pb, P - p0), mw = std::min(mb, w.OC - m0);
+            const float* in = x + size_t(s) * w.C * w.IH * w.IW;
+            const float* B = in + p0;
+            int ldb = P;
+            if (!direct) {
+#ifdef LENET5_HAVE_OPENMP
+                float* col = cols_[size_t(omp_get_thread_num())].data();
+#else
+                float* col = cols_[0].data();
+#endif
+                im2col(op, w, in, p0, pw, col);
+                B = col;
+                ldb = pw;
+            }
+            float* out = y + (size_t(s) * w.OC + m0) * P + p0;
+            gemm(false, mw, pw, depth, op.weight.data() + size_t(m0) * depth, depth, B, ldb, out, P);
+            for (int m = 0; m < mw; ++m) {
+                const float b = op.bias[size_t(m0 + m)];
+                float* row = out + size_t(m) * P;
+                for (int j = 0; j < pw; ++j) row[j] = activate(op.act, row[j] + b);
+            }
+        }
+    }
+
+    // col[(c*kh + ky)*kw + kx][j] = the input under tap (ky, kx) of output pixel p0 + j (0 in the padding).
+    static void im2col(const InferOp& op, const Window& w, const float* in, int p0, int pw, float* col) {
+        for (int c = 0; c < w.C; ++c)
+            for (int ky = 0; ky < op.kh; ++ky)
+                for (int kx = 0; kx < op.kw; ++kx) {
+                    float* row = col + size_t((c * op.kh + ky) * op.kw + kx) * pw;
+                    const float* plane = in + size_t(c) * w.IH * w.IW;
+                    int oy = p0 / w.OW, ox = p0 % w.OW;
+                    for (int j = 0; j < pw; ++j) {
+                        const int iy = oy * op.sh - op.pt + ky, ix = ox * op.sw - op.pl + kx;
+                        row[j] = iy >= 0 && iy < w.IH && ix >= 0 && ix < w.IW ? plane[iy * w.IW + ix] : 0.0f;
+                        if (++ox == w.OW) ox = 0, ++oy;
+                    }
+                }
+    }
+
+    void dense_reference(const InferOp& op, const float* x, float* y, int count) const {
+        const size_t O = op.bias.size(), I = op.weight.size() / O;
+        for (int s = 0; s < count; ++s)
+            for (size_t o = 0; o < O; ++o) {
+                float sum = op.bias[o];
+                for (size_t i = 0; i < I; ++i) sum += op.weight[o * I + i] * x[s * I + i];
+                y[s * O + o] = activate(op.act, sum);
+            }
+    }
+
+    // Blocks of at least 64 units (a multiple of 16), at least one per thread when there are enough.
+    void dense_fast(const InferOp& op, const float* x, float* y, int count) {
+        const int O = int(op.bias.size()), I = int(op.weight.size() / op.bias.size());
+        const int ob = std::max(64, (O / threads_ + 15) / 16 * 16), blocks = (O + ob - 1) / ob, par = threads_;
+#pragma omp parallel for num_threads(par) if (par > 1)
+        for (int b = 0; b < blocks; ++b) {
+            const int o0 = b * ob, ow = std::min(ob, O - o0);
+            gemm(true, count, ow, I, x, I, op.weight.data() + size_t(o0) * I, I, y + o0, O);
+            for (int s = 0; s < count; ++s)
+                for (int o = o0; o < o0 + ow; ++o) y[size_t(s) * O + o] = activate(op.act, y[size_t(s) * O + o] + op.bias[size_t(o)]);
+        }
+    }
+
+    void pool(const InferOp& op, const float* x, float* y, int count) const {
+        const Window w(g_, op);
+        const bool max = op.kind == InferOpKind::MaxPool;
+        const int planes = count * w.C, par = fast_ ? threads_ : 1;
+#pragma omp parallel for num_threads(par) if (par > 1)
+        for (int p = 0; p < planes; ++p) {
+            const float* in = x + size_t(p) * w.IH * w.IW;
+            float* out = y + size_t(p) * w.OH * w.OW;
+            for (int oy = 0; oy < w.OH; ++oy)
+                for (int ox = 0; ox < w.OW; ++ox) {
+                    float acc = max ? -INFINITY : 0.0f;
+                    int taps = 0;
+                    for (int ky = 0; ky < op.kh; ++ky) {
+                        const int iy = oy * op.sh - op.pt + ky;
+                        if (iy < 0 || iy >= w.IH) continue;
+                        for (int kx = 0; kx < op.kw; ++kx) {
+                            const int ix = ox * op.sw - op.pl + kx;
+                            if (ix < 0 || ix >= w.IW) continue;
+                            const float v = in[iy * w.IW + ix];
+                            acc = max ? std::max(acc, v) : acc + v;
+                            ++taps;
+                        }
+                    }
+                    if (!max) acc /= float(op.count_include_pad ? op.kh * op.kw : std::max(taps, 1));
+                    out[oy * w.OW + ox] = acc;
+                }
+        }
+    }
+
+    const InferGraph& g_;
+    bool fast_;
+    int batch_, threads_ = 1;
+    std::vector<std::vector<float>> slots_, cols_;
+    std::vector<double> ms_;
+};
+
+}  // namespace
+
+std::unique_ptr<InferRunner> make_host_runner(const InferGraph& graph, const InferRequest& request) {
+    return std::make_unique<HostRunner>(graph, request, request.variant == "omp");
+}
+
+}  // namespace lenet5

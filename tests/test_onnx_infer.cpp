@@ -1,0 +1,374 @@
+// lenet5 infer (issue 13): the ONNX reader's shapes and errors, the .npy files, every variant
+// against the scalar `cpu` reference on hand-made graphs, and the small VGG-shaped model of
+// tests/data/onnx (bench/make_onnx_test_data.sh) against onnxruntime's and PyTorch's outputs.
+#ifdef LENET5_HAVE_ONNX
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "cli_runner.h"
+#include "error.h"
+#include "onnx/infer_runner.h"
+#include "onnx/npy.h"
+#include "onnx/onnx_reader.h"
+#include "rng.h"
+
+namespace lenet5 {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kData = LENET5_SOURCE_DIR "/tests/data/onnx/";
+
+// A model being built: one float input N x dims, nodes, initializers.
+struct ModelBuilder {
+    onnx::ModelProto m;
+    onnx::GraphProto* g = m.mutable_graph();
+    Rng rng{5};
+
+    explicit ModelBuilder(const std::vector<int64_t>& dims, const std::string& input = "x") {
+        m.set_ir_version(8);
+        m.add_opset_import()->set_version(13);
+        auto* in = g->add_input();
+        in->set_name(input);
+        auto* t = in->mutable_type()->mutable_tensor_type();
+        t->set_elem_type(onnx::TensorProto::FLOAT);
+        t->mutable_shape()->add_dim()->set_dim_param("N");
+        for (const int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
+    }
+    onnx::TensorProto* weight(const std::string& name, const std::vector<int64_t>& dims, float scale = 0.3f) {
+        auto* t = g->add_initializer();
+        t->set_name(name);
+        t->set_data_type(onnx::TensorProto::FLOAT);
+        int64_t n = 1;
+        for (const int64_t d : dims) t->add_dims(d), n *= d;
+        for (int64_t i = 0; i < n; ++i) t->add_float_data(rng.uniform(-scale, scale));
+        return t;
+    }
+    void ints(const std::string& name, const std::vector<int64_t>& v) {
+        auto* t = g->add_initializer();
+        t->set_name(name);
+        t->set_data_type(onnx::TensorProto::INT64);
+        t->add_dims(int64_t(v.size()));
+        for (const int64_t x : v) t->add_int64_data(x);
+    }
+    onnx::NodeProto* node(const std::string& op, const std::vector<std::string>& in, const std::string& out) {
+        auto* n = g->add_node();
+        n->set_op_type(op);
+        n->set_name(out + "_node");
+        for (const auto& i : in) n->add_input(i);
+        n->add_output(out);
+        return n;
+    }
+    static void attr(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
+        auto* a = n->add_attribute();
+        a->set_name(name);
+        a->set_type(onnx::AttributeProto::INTS);
+        for (const int64_t x : v) a->add_ints(x);
+    }
+    static void attr(onnx::NodeProto* n, const std::string& name, int64_t v) {
+        auto* a = n->add_attribute();
+        a->set_name(name);
+        a->set_type(onnx::AttributeProto::INT);
+        a->set_i(v);
+    }
+    std::string bytes(const std::string& output) {
+        g->add_output()->set_name(output);
+        return m.SerializeAsString();
+    }
+};
+
+std::string error_of(const std::string& bytes, const std::string& dir = "") {
+    try {
+        parse_onnx(bytes, "m.onnx", dir);
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "(no error)";
+}
+
+std::vector<float> run(const InferGraph& g, const std::string& variant, const std::vector<float>& x, int count, int batch) {
+    InferRequest r;
+    r.variant = variant;
+    r.batch = batch;
+    auto runner = make_infer_runner(g, r);
+    const size_t in = size_t(g.values[g.input].size()), out = size_t(g.values[g.output].size());
+    std::vector<float> y(out * count);
+    for (int s = 0; s < count; s += batch)
+        runner->run(x.data() + s * in, std::min(batch, count - s), y.data() + s * out);
+    return y;
+}
+
+std::vector<float> random_images(const InferGraph& g, int count) {
+    Rng rng(11);
+    std::vector<float> x(size_t(g.values[g.input].size()) * count);
+    for (float& v : x) v = rng.uniform(-1.0f, 1.0f);
+    return x;
+}
+
+// ||a - b|| / ||b|| of each sample's output vector, the largest.
+double worst_relative(const std::vector<float>& a, const std::vector<float>& b, size_t per) {
+    double worst = 0;
+    for (size_t s = 0; s * per < b.size(); ++s) {
+        double d = 0, n = 0;
+        for (size_t i = s * per; i < (s + 1) * per; ++i) d += double(a[i] - b[i]) * (a[i] - b[i]), n += double(b[i]) * b[i];
+        worst = std::max(worst, std::sqrt(d / std::max(n, 1e-30)));
+    }
+    return worst;
+}
+
+std::vector<std::string> variants() {
+    std::vector<std::string> v{"omp"};
+#ifdef LENET5_HAVE_OPENCL
+    for (const char* name : {"gpu", "gpu-constant", "gpu-local"}) v.push_back(name);
+#endif
+    return v;
+}
+
+// Every operator kind the reader takes, in one graph: padded and strided convolutions, both
+// poolings (padded average pooling with and without the padding counted), Add of two
+// activations and of a broadcast constant, Sigmoid, Tanh, Reshape, MatMul, Gemm with transB,
+// Dropout, Identity and Softmax.
+std::string every_op_model() {
+    ModelBuilder b({3, 9, 9});
+    b.weight("w1", {4, 3, 3, 3});
+    b.weight("b1", {4});
+    auto* c1 = b.node("Conv", {"x", "w1", "b1"}, "c1");
+    ModelBuilder::attr(c1, "pads", {1, 1, 1, 1});
+    b.node("Relu", {"c1"}, "r1");
+    b.weight("w2", {4, 4, 3, 3});
+    auto* c2 = b.node("Conv", {"r1", "w2"}, "c2");
+    ModelBuilder::attr(c2, "pads", {1, 1, 1, 1});
+    ModelBuilder::attr(c2, "strides", {2, 2});
+    b.node("Sigmoid", {"c2"}, "s2");                  // 4 x 5 x 5
+    auto* p1 = b.node("AveragePool", {"s2"}, "p1");   // 4 x 3 x 3
+    ModelBuilder::attr(p1, "kernel_shape", {3, 3});
+    ModelBuilder::attr(p1, "strides", {2, 2});
+    ModelBuilder::attr(p1, "pads", {1, 1, 1, 1});
+    auto* p2 = b.node("AveragePool", {"s2"}, "p2");
+    ModelBuilder::attr(p2, "kernel_shape", {3, 3});
+    ModelBuilder::attr(p2, "strides", {2, 2});
+    ModelBuilder::attr(p2, "pads", {1, 1, 1, 1});
+    ModelBuilder::attr(p2, "count_include_pad", 1);
+    b.node("Add", {"p1", "p2"}, "a1");
+    b.weight("bias_map", {4, 1, 1});
+    b.node("Add", {"a1", "bias_map"}, "a2");
+    auto* m1 = b.node("MaxPool", {"a2"}, "m1");       // 4 x 2 x 2
+    ModelBuilder::attr(m1, "kernel_shape", {2, 2});
+    ModelBuilder::attr(m1, "pads", {0, 0, 1, 1});
+    ModelBuilder::attr(m1, "strides", {2, 2});
+    b.ints("shape", {0, -1});
+    b.node("Reshape", {"m1", "shape"}, "f1");         // 16
+    b.weight("mm", {16, 12});
+    b.node("MatMul", {"f1", "mm"}, "d1");
+    b.node("Tanh", {"d1"}, "t1");
+    b.node("Dropout", {"t1"}, "t2");
+    b.weight("gw", {5, 12});
+    b.weight("gb", {5});
+    auto* ge = b.node("Gemm", {"t2", "gw", "gb"}, "d2");
+    ModelBuilder::attr(ge, "transB", 1);
+    b.node("Identity", {"d2"}, "i1");
+    b.node("Softmax", {"i1"}, "y");
+    return b.bytes("y");
+}
+
+TEST(OnnxInfer, ReaderInfersEveryShapeAndFusesActivations) {
+    const InferGraph g = parse_onnx(every_op_model(), "m.onnx", "");
+    EXPECT_EQ(g.values[g.output].dims, (std::vector<int64_t>{5}));
+    std::vector<std::string> kinds;
+    for (const InferOp& op : g.ops) kinds.push_back(op.op_type + "/" + act_name(op.act));
+    // Relu and Sigmoid fold into their convolutions, Tanh into the MatMul.
+    EXPECT_EQ(kinds, (std::vector<std::string>{"Conv/relu", "Conv/sigmoid", "AveragePool/none", "AveragePool/none",
+                                               "Add/none", "Add/none", "MaxPool/none", "Reshape/none", "MatMul/tanh",
+                                               "Gemm/none", "Softmax/none"}));
+    // Values alive at the same time never share a slot.
+    EXPECT_NE(g.slot_of[g.ops[2].out], g.slot_of[g.ops[3].out]);
+}
+
+TEST(OnnxInfer, EveryVariantMatchesCpuOnEveryOperator) {
+    const InferGraph g = parse_onnx(every_op_model(), "m.onnx", "");
+    const std::vector<float> x = random_images(g, 5);
+    const std::vector<float> ref = run(g, "cpu", x, 5, 5);
+    // A hand-computed sample: softmax outputs sum to 1.
+    float sum = 0;
+    for (int i = 0; i < 5; ++i) sum += ref[size_t(i)];
+    EXPECT_NEAR(sum, 1.0f, 1e-5f);
+    for (const auto& v : variants())
+        for (const int batch : {1, 2, 5}) {
+            SCOPED_TRACE(v + " at batch " + std::to_string(batch));
+            const std::vector<float> y = run(g, v, x, 5, batch);
+            EXPECT_LT(worst_relative(y, ref, 5), 1e-5);
+        }
+}
+
+NpyArray load(const std::string& name) { return read_npy(kData + name); }
+
+// The committed small model against onnxruntime's and PyTorch's outputs on the same images.
+TEST(OnnxInfer, SmallVggMatchesOnnxruntimeAndPytorchOnEveryVariant) {
+    const InferGraph g = read_onnx(kData + "small.onnx");
+    const NpyArray x = load("small_x.npy"), ort = load("small_y_ort.npy"), torch = load("small_y_torch.npy");
+    const int n = int(x.shape[0]);
+    ASSERT_EQ(ort.shape, (std::vector<int64_t>{n, 10}));
+    for (const std::string& v : [] {
+             auto all = variants();
+             all.insert(all.begin(), "cpu");
+             return all;
+         }()) {
+        for (const int batch : {1, n}) {
+            SCOPED_TRACE(v + " at batch " + std::to_string(batch));
+            const std::vector<float> y = run(g, v, x.data, n, batch);
+            EXPECT_LT(worst_relative(y, ort.data, 10), 1e-4);
+            EXPECT_LT(worst_relative(y, torch.data, 10), 1e-4);
+            for (int s = 0; s < n; ++s) {
+                auto top = [&](const std::vector<float>& o) { return std::max_element(o.begin() + s * 10, o.begin() + s * 10 + 10) - o.begin(); };
+                EXPECT_EQ(top(y), top(ort.data)) << "image " << s;
+            }
+        }
+    }
+}
+
+TEST(OnnxInfer, MalformedModelsGetOneLineErrorsNamingNodeAndOperator) {
+    {  // an unsupported operator
+        ModelBuilder b({4});
+        b.node("Relu", {"x"}, "r");
+        b.node("LeakyRelu", {"r"}, "y");
+        EXPECT_EQ(error_of(b.bytes("y")), "m.onnx: node 'y_node' (LeakyRelu): operator 'LeakyRelu' is not supported");
+    }
+    {  // shapes that do not chain: 3 input maps, a weight for 2
+        ModelBuilder b({3, 8, 8});
+        b.weight("w", {4, 2, 3, 3});
+        b.node("Conv", {"x", "w"}, "y");
+        EXPECT_EQ(error_of(b.bytes("y")), "m.onnx: node 'y_node' (Conv): weight 4x2x3x3 does not take the input's 3 maps");
+    }
+    {  // a window larger than its input
+        ModelBuilder b({3, 2, 2});
+        auto* p = b.node("MaxPool", {"x"}, "y");
+        ModelBuilder::attr(p, "kernel_shape", {3, 3});
+        EXPECT_NE(error_of(b.bytes("y")).find("window does not fit the 3x2x2 input"), std::string::npos);
+    }
+    {  // absurd dimensions
+        ModelBuilder b({3, 1 << 30, 8});
+        b.node("Relu", {"x"}, "y");
+        EXPECT_EQ(error_of(b.bytes("y")), "m.onnx: input 'x' would have dimension 1073741824 (3x1073741824x8)");
+    }
+    {  // wrong types: an int input, a string attribute where ints belong
+        ModelBuilder b({4});
+        b.g->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT32);
+        b.node("Relu", {"x"}, "y");
+        EXPECT_EQ(error_of(b.bytes("y")), "m.onnx: input 'x' is not a float tensor");
+        ModelBuilder c({3, 4, 4});
+        auto* p = c.node("MaxPool", {"x"}, "y");
+        auto* a = p->add_attribute();
+        a->set_name("kernel_shape");
+        a->set_type(onnx::AttributeProto::STRING);
+        a->set_s("2x2");
+        EXPECT_EQ(error_of(c.bytes("y")), "m.onnx: node 'y_node' (MaxPool): attribute 'kernel_shape' is not a list of ints");
+    }
+    {  // an initializer whose data does not fill its dims; a node reading a tensor nobody made
+        ModelBuilder b({4});
+        b.weight("w", {3, 4})->add_float_data(1.0f);
+        b.node("MatMul", {"x", "w"}, "y");
+        EXPECT_EQ(error_of(b.bytes("y")), "m.onnx: initializer 'w' (3x4) has 13 values");
+        ModelBuilder c({4});
+        c.node("Relu", {"nothing"}, "y");
+        EXPECT_EQ(error_of(c.bytes("y")), "m.onnx: node 'y_node' (Relu): input 'nothing' is not computed by any node before it");
+    }
+    // Not a model at all, and a model cut short.
+    EXPECT_EQ(error_of("hello"), "m.onnx: not an ONNX model (the protobuf does not parse)");
+    const std::string whole = every_op_model();
+    for (const size_t cut : {whole.size() / 3, whole.size() - 7}) {
+        const std::string e = error_of(whole.substr(0, cut));
+        EXPECT_EQ(e.rfind("m.onnx: ", 0), 0u) << e;
+        EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+    }
+}
+
+TEST(OnnxInfer, ExternalDataIsReadFromTheModelsFolderOnly) {
+    const fs::path dir = fs::path(::testing::TempDir()) / "lenet5_onnx_external";
+    fs::create_directories(dir / "sub");
+    ModelBuilder b({6});
+    auto* w = b.weight("w", {6, 3});
+    const std::vector<float> values(w->float_data().begin(), w->float_data().end());
+    w->clear_float_data();
+    w->set_data_location(onnx::TensorProto::EXTERNAL);
+    auto* loc = w->add_external_data();
+    loc->set_key("location");
+    auto* off = w->add_external_data();
+    off->set_key("offset");
+    off->set_value("8");
+    {
+        std::ofstream f(dir / "sub" / "w.bin", std::ios::binary);
+        f.write("padding!", 8);
+        f.write(reinterpret_cast<const char*>(values.data()), std::streamsize(values.size() * 4));
+    }
+    b.node("MatMul", {"x", "w"}, "y");
+    b.g->add_output()->set_name("y");
+    auto bytes_with = [&](const std::string& location) {
+        loc->set_value(location);
+        return b.m.SerializeAsString();
+    };
+    const InferGraph g = parse_onnx(bytes_with("sub/w.bin"), "m.onnx", dir.string());
+    EXPECT_FLOAT_EQ(g.ops[0].weight[1 * 6 + 2], values[2 * 3 + 1]);  // stored [in][out], read as [out][in]
+    EXPECT_NE(error_of(bytes_with("../w.bin"), dir.string()).find("leaves the model's folder"), std::string::npos);
+    EXPECT_NE(error_of(bytes_with("/etc/passwd"), dir.string()).find("is absolute"), std::string::npos);
+    EXPECT_NE(error_of(bytes_with("sub/missing.bin"), dir.string()).find("cannot open external data"), std::string::npos);
+    fs::create_symlink("/etc", dir / "escape");
+    EXPECT_NE(error_of(bytes_with("escape/passwd"), dir.string()).find("leaves the model's folder"), std::string::npos);
+    fs::remove_all(dir);
+}
+
+TEST(OnnxInfer, NpyRoundTripsAndRefusesWhatItDoesNotRead) {
+    NpyArray a;
+    a.shape = {2, 3};
+    a.data = {1, 2, 3, 4, 5, 6.5f};
+    const std::string bytes = npy_bytes(a);
+    EXPECT_EQ((10 + bytes.size() - 24) % 64, 10u);  // header padded to 64
+    const NpyArray b = parse_npy(bytes, "a.npy");
+    EXPECT_EQ(b.shape, a.shape);
+    EXPECT_EQ(b.data, a.data);
+    auto error = [](const std::string& s) {
+        try {
+            parse_npy(s, "a.npy");
+        } catch (const Error& e) {
+            return std::string(e.what());
+        }
+        return std::string("(no error)");
+    };
+    std::string f8 = bytes;
+    f8.replace(f8.find("<f4"), 3, "<f8");
+    EXPECT_EQ(error(f8), "a.npy: .npy dtype '<f8' is not float32 ('<f4'); convert with .astype('<f4')");
+    std::string fortran = bytes;
+    fortran.replace(fortran.find("False"), 5, "True ");
+    EXPECT_EQ(error(fortran), "a.npy: .npy array is in Fortran order; save it in C order");
+    EXPECT_EQ(error(bytes.substr(0, bytes.size() - 4)), "a.npy: .npy data has 20 bytes, its shape needs 24");
+    EXPECT_EQ(error("PK\x03\x04 zip"), "a.npy: not a NumPy .npy file");
+    std::string huge = bytes;
+    huge.replace(huge.find("(2, 3)"), 6, "(99999999999, 99999)");
+    EXPECT_EQ(error(huge.substr(0, 10) + huge.substr(10)).find("absurdly large") != std::string::npos, true);
+}
+
+TEST(OnnxInfer, CommandWritesOutputsAndSummary) {
+    const std::string out = ::testing::TempDir() + "lenet5_onnx_y.npy", json = ::testing::TempDir() + "lenet5_onnx.json";
+    const auto r = test::run_cli("infer --onnx " + kData + "small.onnx --input " + kData +
+                                 "small_x.npy --variant omp --batch 2 --output " + out + " --json " + json);
+    ASSERT_EQ(r.status, 0) << r.err;
+    const NpyArray y = read_npy(out), ort = load("small_y_ort.npy");
+    EXPECT_LT(worst_relative(y.data, ort.data, 10), 1e-4);
+    EXPECT_NE(r.out.find("4 images at batch 2"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("top-1 of the first: 2 4 2 2"), std::string::npos) << r.out;
+    EXPECT_NE(test::slurp(json).find("\"layers\""), std::string::npos);
+    const auto bad = test::run_cli("infer --onnx " + kData + "small.onnx --input " + kData + "small_y_ort.npy");
+    EXPECT_EQ(bad.status, 1);
+    EXPECT_NE(bad.err.find("is not N x 3 x 32 x 32"), std::string::npos) << bad.err;
+    EXPECT_EQ(test::run_cli("infer --onnx " + kData + "small.onnx").status, 2);  // neither --input nor --random
+    EXPECT_EQ(test::run_cli("infer --onnx m.onnx --random 2 --variant avx").status, 2);
+    std::remove(out.c_str());
+    std::remove(json.c_str());
+}
+
+}  // namespace
+}  // namespace lenet5
+#endif
