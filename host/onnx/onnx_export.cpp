@@ -78,13 +78,17 @@ private:
     onnx::GraphProto& graph_;
 };
 
-const float* layer_params(const std::vector<float>& params, size_t offset) { return params.data() + offset; }
+// `count` parameters from `offset` of the flat buffer.
+std::vector<float> slice(const std::vector<float>& params, size_t offset, size_t count) {
+    return std::vector<float>(params.begin() + static_cast<std::ptrdiff_t>(offset),
+                              params.begin() + static_cast<std::ptrdiff_t>(offset + count));
+}
 
 // Our connection list as a dense [maps][in maps][K][K] kernel: zeros where the table has no connection.
 std::vector<float> dense_conv_weights(const LayerSpec& l, const std::vector<float>& params) {
     const size_t kk = static_cast<size_t>(l.kernel) * static_cast<size_t>(l.kernel);
     std::vector<float> w(static_cast<size_t>(l.out.c) * static_cast<size_t>(l.in.c) * kk, 0.0f);
-    const float* src = layer_params(params, l.weight_offset);
+    const float* src = params.data() + l.weight_offset;
     for (size_t j = 0; j < l.conn_in.size(); ++j) {
         const size_t dst = (static_cast<size_t>(l.conn_out[j]) * static_cast<size_t>(l.in.c) + static_cast<size_t>(l.conn_in[j])) * kk;
         for (size_t k = 0; k < kk; ++k) w[dst + k] = src[j * kk + k];
@@ -102,8 +106,7 @@ std::vector<float> subsample_weights(const LayerSpec& l, const std::vector<float
 }
 
 std::vector<float> biases(const LayerSpec& l, const std::vector<float>& params) {
-    const float* b = layer_params(params, l.bias_offset);
-    return std::vector<float>(b, b + l.bias_count);
+    return slice(params, l.bias_offset, l.bias_count);
 }
 
 // The pixels [0, 1] -> the network's input, as image_to_input (preprocess.h) does it.
@@ -124,12 +127,19 @@ std::string preprocess(GraphWriter& g, const Network& net, int rows, int cols) {
     return "padded";
 }
 
-// One layer's nodes from `x`; returns the name of its output (after the activation).
-std::string layer_nodes(GraphWriter& g, const LayerSpec& l, const std::vector<float>& params, const std::string& x,
+// One layer's nodes from `input`; returns the name of its output (after the activation).
+// `flat`: the tensor is [N, features] (after a Gemm) rather than [N, C, H, W].
+std::string layer_nodes(GraphWriter& g, const LayerSpec& l, const std::vector<float>& params, const std::string& input,
                         bool& flat) {
     const std::string& n = l.name;
     const int64_t k = l.kernel, s = l.stride;
-    std::string y = n + "_out";
+    const std::string y = n + "_out";
+    std::string x = input;
+    if (flat && l.kind != LayerKind::FullyConnected) {  // maps again, for a layer that slides a window
+        x = n + "_maps";
+        g.node("Reshape", {input, g.int64s(n + "_shape", {0, l.in.c, l.in.h, l.in.w})}, x);
+        flat = false;
+    }
     switch (l.kind) {
         case LayerKind::Conv: {
             auto& c = g.node("Conv",
@@ -160,12 +170,13 @@ std::string layer_nodes(GraphWriter& g, const LayerSpec& l, const std::vector<fl
         }
         case LayerKind::FullyConnected: {
             std::string in = x;
-            if (!flat) GraphWriter::integer(g.node("Flatten", {x}, in = n + "_flat"), "axis", 1);
+            if (!flat) {
+                in = n + "_flat";
+                GraphWriter::integer(g.node("Flatten", {x}, in), "axis", 1);
+            }
             flat = true;
             auto& m = g.node("Gemm",
-                             {in, g.floats(n + "_W", {l.out.c, l.in.size()}, std::vector<float>(
-                                                   layer_params(params, l.weight_offset),
-                                                   layer_params(params, l.weight_offset) + l.weight_count)),
+                             {in, g.floats(n + "_W", {l.out.c, l.in.size()}, slice(params, l.weight_offset, l.weight_count)),
                               g.floats(n + "_B", {l.out.c}, biases(l, params))},
                              y);
             GraphWriter::integer(m, "transB", 1);

@@ -11,7 +11,8 @@
 //   subsample   a depthwise Conv (group = maps, stride K) whose KxK kernel of map c is all
 //               coefficient[c], plus bias[c]: coefficient x the window's sum + bias
 //   max/avgpool MaxPool / AveragePool (no padding, floor)
-//   fc          Flatten (C, H, W order, as our layout) then Gemm with transB (W is [out][in])
+//   fc          Flatten (C, H, W order, as our layout) then Gemm with transB (W is [out][in]);
+//               a window layer after it first Reshapes the [N, units] back to [N, units, 1, 1]
 //   activation  Tanh, Sigmoid or Relu after the layer
 //   output "logits" [N, classes] for a softmax model (the scores before the softmax, as the
 //          engines' forward gives them; the prediction is the arg-max), or "outputs" [N, classes]
