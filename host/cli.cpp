@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <limits>
 
+#include "conv/convbench.h"
 #include "error.h"
 #include "worker_engine.h"
 
@@ -19,6 +20,8 @@ std::string help_text() {
                "  lenet5 eval --model FILE      test accuracy, loss and confusion matrix of a checkpoint\n"
                "  lenet5 tune [options]         time each work-group size of the OpenCL variants, cache the fastest\n"
                "  lenet5 infer --onnx FILE      run an ONNX model (e.g. VGG16) over images from an .npy file\n"
+               "  lenet5 convbench [options]    time the convolution algorithms (direct, im2col, clblast) beside\n"
+               "                                each other on the seed's grid and VGG16's layers, checked\n"
                "  lenet5 models                 list the built-in models, their parameters and settings\n"
                "  lenet5 export --model FILE --onnx OUT\n"
                "                                write a checkpoint's trained model as ONNX (input: [N,1,28,28]\n"
@@ -90,6 +93,8 @@ std::string help_text() {
            "                   report the median (default 1)\n"
            "  --json FILE      also write the timings (per image, per layer) and every image's top-1 class\n"
            "  Prints one line: images, batch, ms per image, the top-1 classes of the first 10 images.\n"
+           "\n" +
+           conv::convbench_help() +
            "\n"
            "Each epoch row gives the milliseconds spent in the forward, backward and update\n"
            "phases (OpenCL: device time from event profiling; host variants: a steady clock\n"

@@ -7,6 +7,7 @@
 #include "atomic_file.h"
 #include "checkpoint.h"
 #include "cli.h"
+#include "conv/convbench.h"
 #include "error.h"
 #include "mpi_world.h"
 #include "progress.h"
@@ -127,6 +128,8 @@ std::string build_options() {
 }
 
 int run(const std::vector<std::string>& args) {
+    // convbench parses its own flags (host/conv/convbench.cpp).
+    if (!args.empty() && args[0] == "convbench") return conv::run_convbench({args.begin() + 1, args.end()}, std::cout);
     const Command cmd = parse_command_line(args);
     switch (cmd.kind) {
         case Command::Kind::Help: std::cout << help_text(); return 0;

@@ -142,14 +142,15 @@ protected:
         return r;
     }
 
-    // The first `shapes` of kShapes, each with ReLU and tanh.
+    // The first `shapes` of kShapes, with ReLU and tanh in turn.
     static void check(ConvAlgo algo, size_t shapes = kShapes.size()) {
-        for (const ConvShape& s : std::vector<ConvShape>(kShapes.begin(), kShapes.begin() + shapes))
-            for (Activation act : {Activation::ReLU, Activation::Tanh}) {
-                const Tensors t(s);
-                expect_close(device_results(algo, s, t, act), host_results(ConvAlgo::Direct, s, t, act),
-                             std::string(algo_name(algo)) + " " + s.describe() + " " + activation_name(act));
-            }
+        for (size_t i = 0; i < shapes; ++i) {
+            const ConvShape& s = kShapes[i];
+            const Activation act = i % 2 ? Activation::Tanh : Activation::ReLU;
+            const Tensors t(s);
+            expect_close(device_results(algo, s, t, act), host_results(ConvAlgo::Direct, s, t, act),
+                         std::string(algo_name(algo)) + " " + s.describe() + " " + activation_name(act));
+        }
     }
 
     static OpenCLDevice* device_;
@@ -166,7 +167,7 @@ TEST_F(OpenCLConvTest, DirectMatchesReference) { check(ConvAlgo::Direct); }
 TEST_F(OpenCLConvTest, Im2colMatchesReference) { check(ConvAlgo::Im2col); }
 
 #ifdef LENET5_HAVE_CLBLAST
-// CLBlast compiles its kernels per routine and size on first use (seconds each on PoCL): three shapes.
+// CLBlast compiles its kernels per routine on first use (seconds each on PoCL): the first three shapes.
 TEST_F(OpenCLConvTest, CLBlastMatchesReference) { check(ConvAlgo::CLBlast, 3); }
 #else
 TEST_F(OpenCLConvTest, CLBlastIsAClearErrorWithoutIt) {

@@ -77,90 +77,105 @@ ConvAlgo host_algo(ConvAlgo algo, const ConvShape& s) {
 
 }  // namespace
 
+float reference_output(const ConvShape& s, const float* in, const float* w, const float* b, Activation act,
+                       size_t i) {
+    const int K = s.kernel, OH = s.out_h(), OW = s.out_w();
+    const int x = int(i % OW), y = int(i / OW % OH), m = int(i / (size_t(OW) * OH) % s.out_c);
+    const size_t n = i / (size_t(OW) * OH * s.out_c);
+    const float* src = in + n * s.in_c * s.in_h * s.in_w;
+    float sum = 0.0f;
+    for (int c = 0; c < s.in_c; ++c)
+        for (int t = 0; t < K * K; ++t) {
+            const long at = tap(s, c, y, x, t / K, t % K);
+            if (at >= 0) sum += src[at] * w[(size_t(m) * s.in_c + c) * K * K + t];
+        }
+    return activate(act, sum + b[m]);
+}
+
+float reference_d_in(const ConvShape& s, const float* d_out, const float* w, size_t i) {
+    const int K = s.kernel, OH = s.out_h(), OW = s.out_w(), S = s.stride;
+    const int ix = int(i % s.in_w), iy = int(i / s.in_w % s.in_h), c = int(i / (size_t(s.in_w) * s.in_h) % s.in_c);
+    const size_t n = i / (size_t(s.in_w) * s.in_h * s.in_c);
+    float sum = 0.0f;
+    for (int m = 0; m < s.out_c; ++m)
+        for (int ky = 0; ky < K; ++ky)
+            for (int kx = 0; kx < K; ++kx) {
+                const int ty = iy + s.pad - ky, tx = ix + s.pad - kx;  // = y*S, x*S
+                if (ty < 0 || tx < 0 || ty % S || tx % S || ty / S >= OH || tx / S >= OW) continue;
+                sum += d_out[((n * s.out_c + m) * OH + ty / S) * OW + tx / S] *
+                       w[((size_t(m) * s.in_c + c) * K + ky) * K + kx];
+            }
+    return sum;
+}
+
+float reference_d_w(const ConvShape& s, const float* in, const float* d_out, size_t i) {
+    const int K = s.kernel, OH = s.out_h(), OW = s.out_w(), t = int(i % (K * K));
+    const int c = int(i / (K * K) % s.in_c), m = int(i / (size_t(K) * K * s.in_c));
+    const size_t in_n = size_t(s.in_c) * s.in_h * s.in_w, out_n = size_t(s.out_c) * OH * OW;
+    float sum = 0.0f;
+    for (int n = 0; n < s.batch; ++n)
+        for (int y = 0; y < OH; ++y)
+            for (int x = 0; x < OW; ++x) {
+                const long at = tap(s, c, y, x, t / K, t % K);
+                if (at >= 0) sum += d_out[n * out_n + (size_t(m) * OH + y) * OW + x] * in[n * in_n + at];
+            }
+    return sum;
+}
+
+float reference_d_b(const ConvShape& s, const float* d_out, int o) {
+    const size_t P = size_t(s.out_h()) * s.out_w();
+    float sum = 0.0f;
+    for (int n = 0; n < s.batch; ++n)
+        for (size_t p = 0; p < P; ++p) sum += d_out[(size_t(n) * s.out_c + o) * P + p];
+    return sum;
+}
+
 void host_forward(ConvAlgo algo, const ConvShape& s, const float* in, const float* w, const float* b, float* out,
                   Activation act) {
-    const int K = s.kernel, OH = s.out_h(), OW = s.out_w(), P = OH * OW, CKK = s.in_c * K * K;
+    const int K = s.kernel, P = s.out_h() * s.out_w(), CKK = s.in_c * K * K;
     const size_t in_n = size_t(s.in_c) * s.in_h * s.in_w, out_n = size_t(s.out_c) * P;
-    if (host_algo(algo, s) == ConvAlgo::Im2col) {
-        std::vector<float> col(size_t(CKK) * P);
-        for (int n = 0; n < s.batch; ++n) {
-            im2col(s, in + n * in_n, col.data());
-            float* o = out + n * out_n;
-            host_gemm(false, false, s.out_c, P, CKK, w, col.data(), 0.0f, o);
-            for (int m = 0; m < s.out_c; ++m)
-                for (int p = 0; p < P; ++p) o[size_t(m) * P + p] = activate(act, o[size_t(m) * P + p] + b[m]);
-        }
+    if (host_algo(algo, s) == ConvAlgo::Direct) {
+        for (size_t i = 0; i < s.output_size(); ++i) out[i] = reference_output(s, in, w, b, act, i);
         return;
     }
-    for (int n = 0; n < s.batch; ++n)
+    std::vector<float> col(size_t(CKK) * P);
+    for (int n = 0; n < s.batch; ++n) {
+        im2col(s, in + n * in_n, col.data());
+        float* o = out + n * out_n;
+        host_gemm(false, false, s.out_c, P, CKK, w, col.data(), 0.0f, o);
         for (int m = 0; m < s.out_c; ++m)
-            for (int y = 0; y < OH; ++y)
-                for (int x = 0; x < OW; ++x) {
-                    float sum = 0.0f;
-                    for (int c = 0; c < s.in_c; ++c)
-                        for (int t = 0; t < K * K; ++t) {
-                            const long at = tap(s, c, y, x, t / K, t % K);
-                            if (at >= 0) sum += in[n * in_n + at] * w[(size_t(m) * s.in_c + c) * K * K + t];
-                        }
-                    out[n * out_n + (size_t(m) * OH + y) * OW + x] = activate(act, sum + b[m]);
-                }
+            for (int p = 0; p < P; ++p) o[size_t(m) * P + p] = activate(act, o[size_t(m) * P + p] + b[m]);
+    }
 }
 
 void host_backward_data(ConvAlgo algo, const ConvShape& s, const float* d_out, const float* w, float* d_in) {
-    const int K = s.kernel, OH = s.out_h(), OW = s.out_w(), P = OH * OW, CKK = s.in_c * K * K;
+    const int K = s.kernel, P = s.out_h() * s.out_w(), CKK = s.in_c * K * K;
     const size_t in_n = size_t(s.in_c) * s.in_h * s.in_w, out_n = size_t(s.out_c) * P;
-    if (host_algo(algo, s) == ConvAlgo::Im2col) {
-        std::vector<float> col(size_t(CKK) * P);
-        for (int n = 0; n < s.batch; ++n) {
-            host_gemm(true, false, CKK, P, s.out_c, w, d_out + n * out_n, 0.0f, col.data());
-            col2im(s, col.data(), d_in + n * in_n);
-        }
+    if (host_algo(algo, s) == ConvAlgo::Direct) {
+        for (size_t i = 0; i < s.input_size(); ++i) d_in[i] = reference_d_in(s, d_out, w, i);
         return;
     }
-    for (size_t i = 0; i < s.input_size(); ++i) d_in[i] = 0.0f;
-    for (int n = 0; n < s.batch; ++n)
-        for (int m = 0; m < s.out_c; ++m)
-            for (int y = 0; y < OH; ++y)
-                for (int x = 0; x < OW; ++x) {
-                    const float d = d_out[n * out_n + (size_t(m) * OH + y) * OW + x];
-                    for (int c = 0; c < s.in_c; ++c)
-                        for (int t = 0; t < K * K; ++t) {
-                            const long at = tap(s, c, y, x, t / K, t % K);
-                            if (at >= 0) d_in[n * in_n + at] += d * w[(size_t(m) * s.in_c + c) * K * K + t];
-                        }
-                }
+    std::vector<float> col(size_t(CKK) * P);
+    for (int n = 0; n < s.batch; ++n) {
+        host_gemm(true, false, CKK, P, s.out_c, w, d_out + n * out_n, 0.0f, col.data());
+        col2im(s, col.data(), d_in + n * in_n);
+    }
 }
 
 void host_backward_weights(ConvAlgo algo, const ConvShape& s, const float* in, const float* d_out, float* d_w,
                            float* d_b) {
-    const int K = s.kernel, OH = s.out_h(), OW = s.out_w(), P = OH * OW, CKK = s.in_c * K * K;
+    const int K = s.kernel, P = s.out_h() * s.out_w(), CKK = s.in_c * K * K;
     const size_t in_n = size_t(s.in_c) * s.in_h * s.in_w, out_n = size_t(s.out_c) * P;
-    for (int m = 0; m < s.out_c; ++m) {
-        float sum = 0.0f;
-        for (int n = 0; n < s.batch; ++n)
-            for (int p = 0; p < P; ++p) sum += d_out[n * out_n + size_t(m) * P + p];
-        d_b[m] = sum;
-    }
-    if (host_algo(algo, s) == ConvAlgo::Im2col) {
-        std::vector<float> col(size_t(CKK) * P);
-        for (int n = 0; n < s.batch; ++n) {
-            im2col(s, in + n * in_n, col.data());
-            host_gemm(false, true, s.out_c, CKK, P, d_out + n * out_n, col.data(), n == 0 ? 0.0f : 1.0f, d_w);
-        }
+    for (int m = 0; m < s.out_c; ++m) d_b[m] = reference_d_b(s, d_out, m);
+    if (host_algo(algo, s) == ConvAlgo::Direct) {
+        for (size_t i = 0; i < s.weight_size(); ++i) d_w[i] = reference_d_w(s, in, d_out, i);
         return;
     }
-    for (int m = 0; m < s.out_c; ++m)
-        for (int c = 0; c < s.in_c; ++c)
-            for (int t = 0; t < K * K; ++t) {
-                float sum = 0.0f;
-                for (int n = 0; n < s.batch; ++n)
-                    for (int y = 0; y < OH; ++y)
-                        for (int x = 0; x < OW; ++x) {
-                            const long at = tap(s, c, y, x, t / K, t % K);
-                            if (at >= 0) sum += d_out[n * out_n + (size_t(m) * OH + y) * OW + x] * in[n * in_n + at];
-                        }
-                d_w[(size_t(m) * s.in_c + c) * K * K + t] = sum;
-            }
+    std::vector<float> col(size_t(CKK) * P);
+    for (int n = 0; n < s.batch; ++n) {
+        im2col(s, in + n * in_n, col.data());
+        host_gemm(false, true, s.out_c, CKK, P, d_out + n * out_n, col.data(), n == 0 ? 0.0f : 1.0f, d_w);
+    }
 }
 
 double max_relative_error(const float* v, const float* ref, size_t n) {

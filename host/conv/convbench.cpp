@@ -1,0 +1,314 @@
+#include "convbench.h"
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <iomanip>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "atomic_file.h"
+#include "conv_reference.h"
+#include "error.h"
+#include "rng.h"
+#ifdef LENET5_HAVE_OPENCL
+#include "opencl_conv.h"
+#endif
+
+namespace lenet5::conv {
+namespace {
+
+constexpr double kTolerance = 1e-4;
+constexpr size_t kSamples = 2048, kWeightSamples = 256, kBiasSamples = 32;  // reference elements per check
+
+struct Options {
+    std::vector<int> sizes{256, 512, 1024, 2048, 4096}, strides{1, 2, 3}, batches{1, 16};
+    int channels = 3, filters = 1, device = -1, repeats = 5;
+    std::vector<std::string> groups{"seed", "vgg16"};
+    std::vector<ConvAlgo> algos;
+    bool backward = true;
+    std::string json_path;
+};
+
+struct Case {
+    std::string group;  // "seed" or "vgg16"
+    ConvShape shape;
+};
+
+// A comma-separated list of whole numbers of at least `lo`.
+std::vector<int> parse_ints(const std::string& flag, const std::string& text, int lo) {
+    std::vector<int> v;
+    std::stringstream items(text);
+    for (std::string item; std::getline(items, item, ',');) {
+        errno = 0;
+        char* end = nullptr;
+        const long n = std::strtol(item.c_str(), &end, 10);
+        if (item.empty() || *end || errno == ERANGE || n < lo || n > 1 << 20)
+            throw UsageError(flag + ": '" + item + "' is not a whole number from " + std::to_string(lo) + " to " +
+                             std::to_string(1 << 20));
+        v.push_back(static_cast<int>(n));
+    }
+    if (v.empty() || text.back() == ',') throw UsageError(flag + ": '" + text + "' has an empty item");
+    return v;
+}
+
+Options parse(const std::vector<std::string>& args) {
+    Options o;
+    for (size_t i = 0; i < args.size(); ++i) {
+        const std::string& flag = args[i];
+        auto value = [&]() -> const std::string& {
+            if (i + 1 >= args.size()) throw UsageError(flag + " needs a value");
+            return args[++i];
+        };
+        auto one = [&](int lo) { return parse_ints(flag, value(), lo).at(0); };
+        if (flag == "--sizes") o.sizes = parse_ints(flag, value(), 1);
+        else if (flag == "--strides") o.strides = parse_ints(flag, value(), 1);
+        else if (flag == "--batch") o.batches = parse_ints(flag, value(), 1);
+        else if (flag == "--channels") o.channels = one(1);
+        else if (flag == "--filters") o.filters = one(1);
+        else if (flag == "--device") o.device = one(0);
+        else if (flag == "--repeats") o.repeats = one(1);
+        else if (flag == "--forward-only") o.backward = false;
+        else if (flag == "--json") {
+            o.json_path = value();
+            if (o.json_path.empty()) throw UsageError(flag + " needs a non-empty value");
+        } else if (flag == "--cases") {
+            o.groups.clear();
+            std::stringstream items(value());
+            for (std::string g; std::getline(items, g, ',');) {
+                if (g != "seed" && g != "vgg16") throw UsageError(flag + ": '" + g + "' is not a case set (seed, vgg16)");
+                o.groups.push_back(g);
+            }
+            if (o.groups.empty()) throw UsageError(flag + " needs a value");
+        } else if (flag == "--algos") {
+            std::stringstream items(value());
+            for (std::string a; std::getline(items, a, ',');) {
+                const ConvAlgo algo = parse_algo(a);
+                if (algo == ConvAlgo::Auto) throw UsageError(flag + ": name the algorithms (direct, im2col, clblast)");
+                o.algos.push_back(algo);
+            }
+            if (o.algos.empty()) throw UsageError(flag + " needs a value");
+        } else throw UsageError("unknown option '" + flag + "' for convbench (try `lenet5 --help`)");
+    }
+    if (o.algos.empty())
+        for (ConvAlgo a : {ConvAlgo::Direct, ConvAlgo::Im2col, ConvAlgo::CLBlast})
+            if (algo_built(a)) o.algos.push_back(a);
+    return o;
+}
+
+#ifdef LENET5_HAVE_OPENCL
+// Seed 002: one N x N image of `channels` maps, 3x3 filters, padding 1, N grown until the filter
+// slides exactly to the edge (N - 1 a multiple of the stride). VGG16: its 3x3 layers' shapes.
+std::vector<Case> cases(const Options& o) {
+    std::vector<Case> all;
+    for (const std::string& g : o.groups) {
+        if (g == "seed")
+            for (int n : o.sizes)
+                for (int stride : o.strides) {
+                    int size = n;
+                    while ((size - 1) % stride) ++size;
+                    all.push_back({g, {1, o.channels, size, size, o.filters, 3, stride, 1}});
+                }
+        else
+            for (int batch : o.batches)
+                for (auto [ic, oc, hw] : std::vector<std::array<int, 3>>{{3, 64, 224},   {64, 64, 224},   {64, 128, 112},
+                                                                          {128, 128, 112}, {128, 256, 56}, {256, 256, 56},
+                                                                          {256, 512, 28},  {512, 512, 28}, {512, 512, 14}})
+                    all.push_back({g, {batch, ic, hw, hw, oc, 3, 1, 1}});
+    }
+    return all;
+}
+
+std::vector<float> random_values(size_t n, uint64_t seed) {
+    Rng rng(seed);
+    std::vector<float> v(n);
+    for (auto& x : v) x = rng.uniform(-1.0f, 1.0f);
+    return v;
+}
+
+// The largest relative error of `got` at up to `samples` elements spread over it against
+// `reference(i)` (max |got - ref| / max |ref| over those elements).
+template <class F>
+double sampled_error(const std::vector<float>& got, size_t samples, F reference) {
+    const size_t n = got.size(), step = std::max<size_t>(1, n / samples);
+    std::vector<float> v, ref;
+    for (size_t i = (step * 7) / 13; i < n; i += step) {  // an offset, so that not only row starts are checked
+        v.push_back(got[i]);
+        ref.push_back(reference(i));
+    }
+    return max_relative_error(v.data(), ref.data(), v.size());
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+// Milliseconds from the first event's start to the last's end.
+double span_ms(const std::vector<cl::Event>& events) {
+    cl_ulong first = events.front().getProfilingInfo<CL_PROFILING_COMMAND_START>(), last = 0;
+    for (const auto& e : events) {
+        first = std::min(first, e.getProfilingInfo<CL_PROFILING_COMMAND_START>());
+        last = std::max(last, e.getProfilingInfo<CL_PROFILING_COMMAND_END>());
+    }
+    return double(last - first) * 1e-6;
+}
+
+struct Row {
+    double forward_ms = 0, copy_ms = 0, backward_ms = 0, error = 0;
+    std::string failure;  // an Error's message
+};
+
+Row measure(OpenCLConv& conv, cl::CommandQueue& queue, const cl::Context& context, ConvAlgo algo, const ConvShape& s,
+            const Options& o) {
+    Row row;
+    const std::vector<float> in = random_values(s.input_size(), 1), w = random_values(s.weight_size(), 2),
+                             b = random_values(size_t(s.out_c), 3), d_out = random_values(s.output_size(), 4);
+    auto buffer = [&](size_t n) { return cl::Buffer(context, CL_MEM_READ_WRITE, n * sizeof(float)); };
+    const cl::Buffer in_d = buffer(in.size()), w_d = buffer(w.size()), b_d = buffer(b.size()),
+                     out_d = buffer(s.output_size()), dout_d = buffer(d_out.size()), din_d = buffer(in.size()),
+                     dw_d = buffer(w.size()), db_d = buffer(b.size());
+    queue.enqueueWriteBuffer(in_d, CL_FALSE, 0, in.size() * sizeof(float), in.data());
+    queue.enqueueWriteBuffer(w_d, CL_FALSE, 0, w.size() * sizeof(float), w.data());
+    queue.enqueueWriteBuffer(b_d, CL_FALSE, 0, b.size() * sizeof(float), b.data());
+    queue.enqueueWriteBuffer(dout_d, CL_FALSE, 0, d_out.size() * sizeof(float), d_out.data());
+    const Activation act = Activation::ReLU;
+    std::vector<float> out(s.output_size());
+    std::vector<cl::Event> events;
+    auto kernel_ms = [&](auto&& run) {
+        run();  // warm-up: kernels built, scratch allocated
+        queue.finish();
+        std::vector<double> ms;
+        for (int r = 0; r < o.repeats; ++r) {
+            events.clear();
+            conv.record_events(&events);
+            run();
+            conv.record_events(nullptr);
+            queue.finish();
+            ms.push_back(span_ms(events));
+        }
+        return median(ms);
+    };
+    row.forward_ms = kernel_ms([&] { conv.forward(algo, s, in_d, w_d, b_d, out_d, act); });
+    std::vector<double> copy;
+    for (int r = 0; r < o.repeats; ++r) {
+        const auto start = std::chrono::steady_clock::now();
+        queue.enqueueWriteBuffer(in_d, CL_FALSE, 0, in.size() * sizeof(float), in.data());
+        queue.enqueueWriteBuffer(w_d, CL_FALSE, 0, w.size() * sizeof(float), w.data());
+        conv.forward(algo, s, in_d, w_d, b_d, out_d, act);
+        queue.enqueueReadBuffer(out_d, CL_TRUE, 0, out.size() * sizeof(float), out.data());
+        copy.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    }
+    row.copy_ms = median(copy);
+    row.error = sampled_error(out, kSamples, [&](size_t i) { return reference_output(s, in.data(), w.data(), b.data(), act, i); });
+    if (!o.backward) return row;
+    row.backward_ms = kernel_ms([&] {
+        conv.backward_data(algo, s, dout_d, w_d, din_d);
+        conv.backward_weights(algo, s, in_d, dout_d, dw_d, db_d);
+    });
+    std::vector<float> d_in(in.size()), d_w(w.size()), d_b(b.size());
+    queue.enqueueReadBuffer(din_d, CL_TRUE, 0, d_in.size() * sizeof(float), d_in.data());
+    queue.enqueueReadBuffer(dw_d, CL_TRUE, 0, d_w.size() * sizeof(float), d_w.data());
+    queue.enqueueReadBuffer(db_d, CL_TRUE, 0, d_b.size() * sizeof(float), d_b.data());
+    row.error = std::max({row.error,
+                          sampled_error(d_in, kSamples, [&](size_t i) { return reference_d_in(s, d_out.data(), w.data(), i); }),
+                          sampled_error(d_w, kWeightSamples, [&](size_t i) { return reference_d_w(s, in.data(), d_out.data(), i); }),
+                          sampled_error(d_b, kBiasSamples, [&](size_t i) { return reference_d_b(s, d_out.data(), int(i)); })});
+    return row;
+}
+#endif
+
+}  // namespace
+
+std::string convbench_help() {
+    return "convbench options: the convolution algorithms side by side on one OpenCL device; per case and algorithm\n"
+           "  the forward's kernel ms, its ms with the host copies (input and weights in, output out), GFLOP/s,\n"
+           "  the backward passes' kernel ms (data + weights) and the largest relative error against the scalar\n"
+           "  reference at sampled elements (above 1e-4: FAILED, exit status 1); times are medians of the repeats\n"
+           "  --sizes N,...     seed cases: N x N images (default 256,512,1024,2048,4096; N grows until the\n"
+           "                   3x3 filter with padding 1 slides exactly to the edge)\n"
+           "  --strides S,...   seed cases' strides (default 1,2,3)\n"
+           "  --channels C      seed cases' input maps (default 3)\n"
+           "  --filters F       seed cases' output maps (default 1)\n"
+           "  --batch B,...     the VGG16 cases' batch sizes (default 1,16)\n"
+           "  --cases SET,...   seed (the above) and/or vgg16 (its 3x3 layers, 3 to 512 maps, 224 down to 14)\n"
+           "  --algos A,...     direct, im2col, clblast (default: those this build has)\n"
+           "  --device N        the OpenCL device (default: the first GPU, else device 0)\n"
+           "  --repeats N       timed runs per measure (default 5)\n"
+           "  --forward-only    skip the backward passes\n"
+           "  --json FILE       also write the rows as JSON\n";
+}
+
+int run_convbench(const std::vector<std::string>& args, std::ostream& out) {
+    if (std::find(args.begin(), args.end(), "--help") != args.end()) {
+        out << convbench_help();
+        return 0;
+    }
+    const Options o = parse(args);
+    for (ConvAlgo a : o.algos)
+        if (!algo_built(a))
+            throw Error("convbench: the clblast algorithm needs CLBlast, and this build has none (apt-get install "
+                        "libclblast-dev, then rebuild with LENET5_CLBLAST=ON)");
+#ifndef LENET5_HAVE_OPENCL
+    (void)out;
+    throw Error("this build has no OpenCL support (configure with -DLENET5_OPENCL=ON): nothing to benchmark");
+#else
+    const OpenCLDevice device = select_opencl_device(o.device);
+    cl::Context context;
+    cl::CommandQueue queue;
+    cl_checked([&] {
+        context = cl::Context(device.device);
+        queue = cl::CommandQueue(context, device.device, CL_QUEUE_PROFILING_ENABLE);
+    });
+    OpenCLConv conv(context, device.device, queue);
+    out << "lenet5 convbench: " << device.name << " [" << device.platform_name << "], " << o.repeats
+        << " repeats (medians), ReLU, errors against the scalar reference at sampled elements\n"
+        << std::left << std::setw(7) << "case" << std::setw(28) << "shape" << std::setw(9) << "algo" << std::right
+        << std::setw(11) << "fwd_ms" << std::setw(11) << "copies_ms" << std::setw(10) << "GFLOP/s" << std::setw(11)
+        << "bwd_ms" << std::setw(12) << "max_rel_err" << "\n";
+    nlohmann::json rows = nlohmann::json::array();
+    bool failed = false;
+    for (const Case& c : cases(o)) {
+        for (ConvAlgo algo : o.algos) {
+            Row row;
+            try {
+                row = cl_checked([&] { return measure(conv, queue, context, algo, c.shape, o); });
+            } catch (const Error& e) {
+                row.failure = e.what();
+                queue.finish();
+            }
+            const bool ok = row.failure.empty() && row.error < kTolerance;
+            failed |= !ok;
+            const double gflops = row.forward_ms > 0 ? c.shape.flops() / row.forward_ms * 1e-6 : 0.0;
+            out << std::left << std::setw(7) << c.group << std::setw(28) << c.shape.describe() << std::setw(9)
+                << algo_name(algo) << std::right << std::fixed;
+            if (!row.failure.empty()) {
+                out << "  FAILED: " << row.failure << "\n";
+            } else {
+                out << std::setprecision(3) << std::setw(11) << row.forward_ms << std::setw(11) << row.copy_ms
+                    << std::setprecision(1) << std::setw(10) << gflops << std::setprecision(3) << std::setw(11)
+                    << row.backward_ms << std::scientific << std::setprecision(2) << std::setw(12) << row.error
+                    << std::defaultfloat << (ok ? "" : "  FAILED") << "\n";
+            }
+            out << std::flush;
+            const ConvShape& s = c.shape;
+            rows.push_back({{"case", c.group}, {"batch", s.batch}, {"in_c", s.in_c}, {"in_h", s.in_h}, {"in_w", s.in_w},
+                            {"out_c", s.out_c}, {"kernel", s.kernel}, {"stride", s.stride}, {"pad", s.pad},
+                            {"algo", algo_name(algo)}, {"forward_ms", row.forward_ms}, {"forward_copy_ms", row.copy_ms},
+                            {"gflops", gflops}, {"backward_ms", row.backward_ms}, {"max_rel_error", row.error},
+                            {"ok", ok}, {"error", row.failure}});
+        }
+    }
+    if (!o.json_path.empty())
+        write_file_atomic(o.json_path, nlohmann::json{{"device", device.name},
+                                                      {"platform", device.platform_name},
+                                                      {"repeats", o.repeats},
+                                                      {"rows", rows}}
+                                               .dump(1) + "\n");
+    return failed ? 1 : 0;
+#endif
+}
+
+}  // namespace lenet5::conv
