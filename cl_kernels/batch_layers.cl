@@ -125,23 +125,31 @@ __kernel void batch_sgd(__global float* params, __global float* velocity, __glob
 // The same update for a fully connected layer's weights W [O][I] at w_off, their gradient computed
 // on the way rather than read: dW[o][i] = the sum over the samples s, in order, of D[s][o] X[s][i].
 // At a small batch the weight-gradient GEMM would only write dW out for batch_sgd to read back.
-// Item (i, g) takes the FC_SGD_O weights (g*FC_SGD_O + j, i). NDRange (round_up(I, WG), ceil(O/FC_SGD_O)).
-#define FC_SGD_O 8
+// Item (q, g) takes the 8 x 4 weights o = 8g .. 8g+7, i = 4q .. 4q+3, loading X and D as float4
+// (I and O multiples of 4, w_off too). NDRange (round_up(I/4, WG), ceil(O/8)).
 __kernel void fc_sgd(__global float* params, __global float* velocity, int w_off, __global const float* D,
                      __global const float* X, int count, int I, int O, float lr, float momentum, float weight_decay) {
-    const int i = (int)get_global_id(0), o0 = (int)get_global_id(1) * FC_SGD_O;
+    const int i = 4 * (int)get_global_id(0), o0 = 8 * (int)get_global_id(1);
     if (i >= I) return;
-    float g[FC_SGD_O];
+    const int o4 = min(o0 + 4, O - 4);  // the second four (only stored when o0 + 4 < O)
+    float4 g[8];
 #pragma unroll
-    for (int j = 0; j < FC_SGD_O; ++j) g[j] = 0.0f;
+    for (int j = 0; j < 8; ++j) g[j] = (float4)(0.0f);
     for (int s = 0; s < count; ++s) {
-        const float x = X[s * I + i];
+        const float4 x = vload4(0, X + s * I + i), d0 = vload4(0, D + s * O + o0), d1 = vload4(0, D + s * O + o4);
+        const float d[8] = {d0.s0, d0.s1, d0.s2, d0.s3, d1.s0, d1.s1, d1.s2, d1.s3};
 #pragma unroll
-        for (int j = 0; j < FC_SGD_O; ++j) g[j] = mad(D[s * O + min(o0 + j, O - 1)], x, g[j]);
+        for (int j = 0; j < 8; ++j) g[j] = mad((float4)(d[j]), x, g[j]);
     }
 #pragma unroll
-    for (int j = 0; j < FC_SGD_O; ++j)
-        if (o0 + j < O) sgd_at(params, velocity, w_off + (o0 + j) * I + i, g[j], lr, momentum, weight_decay);
+    for (int j = 0; j < 8; ++j) {
+        if (o0 + j >= O) break;
+        __global float* p = params + w_off + (o0 + j) * I + i;
+        __global float* v = velocity + w_off + (o0 + j) * I + i;
+        const float4 vel = momentum * vload4(0, v) + (g[j] + weight_decay * vload4(0, p));
+        vstore4(vel, 0, v);
+        vstore4(vload4(0, p) - lr * vel, 0, p);
+    }
 }
 
 // ---- convolution: output map o sums its connections j (conn_begin[o] .. conn_begin[o+1]), each a

@@ -34,7 +34,8 @@ constexpr int kSmallRows = 32;  // C with at most this many rows takes the small
 constexpr size_t kPartialItems = 2048;
 
 // At batches up to this size, the fully connected layer with the most weights (at least
-// kFusedWeights) gets its weight gradient inside the update (fc_sgd), not written out by a GEMM.
+// kFusedWeights, inputs and outputs multiples of 4: fc_sgd's float4) gets its weight gradient
+// inside the update (fc_sgd), not written out by a GEMM.
 constexpr int kFusedBatch = 32;
 constexpr size_t kFusedWeights = 65536;
 
@@ -455,7 +456,8 @@ void OpenCLBatchEngine::plan(int count) {
     fused_ = -1;
     for (size_t k = 0; k < L && count <= kFusedBatch; ++k) {
         const LayerSpec& l = net_.layers[k];
-        if (l.kind == LayerKind::FullyConnected && l.weight_count >= kFusedWeights &&
+        if (l.kind == LayerKind::FullyConnected && l.weight_count >= kFusedWeights && l.in.size() % 4 == 0 &&
+            l.out.size() % 4 == 0 && layout_.weights(k).device % 4 == 0 &&
             (fused_ < 0 || l.weight_count > net_.layers[static_cast<size_t>(fused_)].weight_count))
             fused_ = static_cast<int>(k);
     }
@@ -477,7 +479,7 @@ void OpenCLBatchEngine::plan(int count) {
                           cl::NDRange(round_up(size - w.count, wg_)), cl::NDRange(wg_), "batch_sgd"},
                          {kernel(program_, "fc_sgd", params_, velocity_, as_int(w.device), deltas_[k], acts_[k], count, I,
                                  O, 0.0f, 0.0f, 0.0f),
-                          cl::NDRange(round_up(static_cast<size_t>(I), wg_), static_cast<size_t>((O + 7) / 8)),
+                          cl::NDRange(round_up(static_cast<size_t>(I / 4), wg_), static_cast<size_t>((O + 7) / 8)),
                           cl::NDRange(wg_, 1), l.name + " fc_sgd"}};
     }
     planned_ = count;
