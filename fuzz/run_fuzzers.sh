@@ -11,12 +11,16 @@ command -v clang++ >/dev/null || { echo "run_fuzzers: clang++ not found (apt-get
 
 cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLENET5_FUZZ=ON \
       -DLENET5_TESTS=OFF -DLENET5_BENCH=OFF -DLENET5_OPENCL=OFF >/dev/null
-cmake --build build-fuzz -j "$(nproc)" --target fuzz_idx fuzz_checkpoint fuzz_model lenet5
+targets=(idx checkpoint model)
+# fuzz_onnx exists when the build found the ONNX library.
+if cmake --build build-fuzz --target help | grep -q fuzz_onnx; then targets+=(onnx); fi
+cmake --build build-fuzz -j "$(nproc)" --target "${targets[@]/#/fuzz_}" lenet5
 
 # Seeds: valid small files of each kind, made fresh so they follow the current format.
 corpus=build-fuzz/corpus
-rm -rf "$corpus" && mkdir -p "$corpus/idx" "$corpus/checkpoint" "$corpus/model" build-fuzz/tmp
+rm -rf "$corpus" && mkdir -p "$corpus/idx" "$corpus/checkpoint" "$corpus/model" "$corpus/onnx" build-fuzz/tmp
 cp models/*.net "$corpus/model/"
+cp tests/data/onnx/*.onnx "$corpus/onnx/"
 export TMPDIR=$PWD/build-fuzz/tmp  # where fuzz_idx writes its input file
 data=${LENET5_DATA:-data/mnist}
 python3 - "$corpus/idx" <<'PY'
@@ -32,7 +36,6 @@ PY
     --save "$corpus/checkpoint/seed.ck" >/dev/null
 
 # The targets run side by side; each writes build-fuzz/fuzz_<target>.log.
-targets=(idx checkpoint model)
 pids=()
 for target in "${targets[@]}"; do
     mkdir -p "build-fuzz/findings/$target"
