@@ -8,16 +8,6 @@
 namespace lenet5 {
 namespace {
 
-float activate(Activation a, float x) {
-    switch (a) {
-        case Activation::Tanh: return std::tanh(x);
-        case Activation::Sigmoid: return 1.0f / (1.0f + std::exp(-x));
-        case Activation::ReLU: return x > 0.0f ? x : 0.0f;
-        case Activation::None: break;
-    }
-    return x;
-}
-
 // dout (gradient after the activation) becomes the gradient before it; each derivative
 // is written in terms of the output y.
 void activation_backward(Activation a, const float* out, float* dout, int n) {

@@ -2,11 +2,23 @@
 // plain scalar reference (cpu_ops.cpp); `avx` and `omp` supply the same table.
 // HostEngine (host/host_engine.cpp) runs the batch loop over these.
 #pragma once
+#include <cmath>
 #include <cstddef>
 
 #include "network.h"
 
 namespace lenet5 {
+
+// The scalar activation of the reference (cpu_ops.cpp, host/conv/conv_reference.cpp).
+inline float activate(Activation a, float x) {
+    switch (a) {
+        case Activation::Tanh: return std::tanh(x);
+        case Activation::Sigmoid: return 1.0f / (1.0f + std::exp(-x));
+        case Activation::ReLU: return x > 0.0f ? x : 0.0f;
+        case Activation::None: break;
+    }
+    return x;
+}
 
 struct HostOps {
     // out[layer.out] = activation(layer(in[layer.in])) for one sample.

@@ -76,6 +76,10 @@ std::string help_text() {
            "  --steps N        timed steps per candidate, in each of 3 runs (default 50)\n"
            "  --cache FILE     the tuning cache (default: $LENET5_TUNING, else $XDG_CACHE_HOME/lenet5/tuning.tsv,\n"
            "                   else ~/.cache/lenet5/tuning.tsv); train reads it from the default place\n"
+           "  --conv           instead, time the convolution algorithms (direct, im2col, clblast; forward and\n"
+           "                   backward) on each of the model's fully connected convolutions at --batch and cache\n"
+           "                   the fastest (default cache: $LENET5_CONV_TUNING, else conv-tuning.tsv beside the\n"
+           "                   above), which --conv-algo auto then uses on this device\n"
            "\n"
            "infer options: runs an ONNX model (Conv, Relu, Sigmoid, Tanh, MaxPool, AveragePool,\n"
            "              GlobalAveragePool, Gemm, MatMul, Add, Flatten, Reshape, Softmax, Dropout, Identity,\n"
@@ -204,7 +208,8 @@ void parse_tune_option(const std::string& flag, ArgReader& r, TuneOptions& t) {
     else if (flag == "--groups") {
         t.groups.clear();
         for_each_listed(flag, r.value(flag), [&](const std::string& g) { t.groups.push_back(parse_power_of_two(flag, g)); });
-    } else if (flag == "--cache") {
+    } else if (flag == "--conv") t.conv = true;
+    else if (flag == "--cache") {
         t.cache_path = r.value(flag);
         if (t.cache_path.empty()) throw UsageError(flag + " needs a non-empty value");
     } else throw UsageError("unknown option '" + flag + "' for tune (try `lenet5 --help`)");

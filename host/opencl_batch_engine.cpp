@@ -59,18 +59,6 @@ bool fast_conv(const LayerSpec& l, int fk) {
     return true;
 }
 
-// One file of the embedded kernel source: cmake/embed_kernels.cmake puts each after a line
-// #line 1 "name". The batch engine compiles its own files, not the per-sample kernels, which need
-// the network's #defines.
-std::string kernel_file(const std::string& name) {
-    const std::string& all = opencl_kernel_source();
-    const std::string marker = "#line 1 \"" + name + "\"\n";
-    const size_t begin = all.find(marker);
-    if (begin == std::string::npos) throw Error("the embedded OpenCL source lacks " + name);
-    const size_t end = all.find("#line 1 \"", begin + marker.size());
-    return all.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
-}
-
 int as_int(size_t n) { return static_cast<int>(n); }
 
 cl::NDRange rows_of(size_t per_row, size_t rows, size_t wg) { return cl::NDRange(round_up(per_row, wg), rows); }
@@ -203,7 +191,7 @@ void OpenCLBatchEngine::build_program() {
                " -DGEMM_TK=" + std::to_string(t.tk) + " -DGEMM_RM=" + std::to_string(t.rm) +
                " -DGEMM_RN=" + std::to_string(t.rn);
     };
-    const std::string source = kernel_file("data.cl") + kernel_file("batch_layers.cl");
+    const std::string source = opencl_kernel_file("data.cl") + opencl_kernel_file("batch_layers.cl");
     program_ = lenet5::build_program(context_, dev, source, options + tiles(kLargeTiles));
     small_gemm_ = lenet5::build_program(context_, dev, source, options + tiles(kSmallTiles));
 }

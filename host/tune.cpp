@@ -5,6 +5,7 @@
 #include <iomanip>
 #include <numeric>
 
+#include "conv/conv_tune.h"
 #include "model_file.h"
 #include "opencl_backend.h"
 #include "opencl_runtime.h"
@@ -48,6 +49,7 @@ double time_step(Engine& engine, const Network& net, int batch, int steps) {
 }  // namespace
 
 int run_tune(const TuneOptions& o, std::ostream& out) {
+    if (o.conv) return conv::run_conv_tune(o, out);
     const Network net = load_model(o.model).net;
     const OpenCLDevice device = select_opencl_device(o.device);
     std::vector<int> groups = o.groups;

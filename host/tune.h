@@ -16,7 +16,8 @@ struct TuneOptions {
     int batch = 64;
     std::vector<int> groups;  // candidates (powers of two); empty: 32 up to the device's limit, at most 1024
     int steps = 50;           // timed steps per candidate and repeat
-    std::string cache_path;   // empty: default_tuning_path()
+    std::string cache_path;   // empty: default_tuning_path() (with conv: default_conv_tuning_path())
+    bool conv = false;        // tune the convolution algorithms instead (host/conv/conv_tune.h)
 };
 
 // Returns the exit status. Throws Error when no candidate of a variant runs or the cache cannot be

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "error.h"
+#include "host_ops.h"
 
 #ifdef LENET5_HAVE_OPENBLAS
 #include <cblas.h>
@@ -12,16 +13,6 @@
 
 namespace lenet5::conv {
 namespace {
-
-float activate(Activation a, float x) {
-    switch (a) {
-        case Activation::Tanh: return std::tanh(x);
-        case Activation::Sigmoid: return 1.0f / (1.0f + std::exp(-x));
-        case Activation::ReLU: return x > 0.0f ? x : 0.0f;
-        case Activation::None: break;
-    }
-    return x;
-}
 
 // Row-major C[M][N] = beta*C + op(A) op(B), op(A) [M][K], op(B) [K][N]; ta/tb: A is stored [K][M],
 // B [N][K].

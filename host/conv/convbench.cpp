@@ -14,7 +14,7 @@
 #include "error.h"
 #include "rng.h"
 #ifdef LENET5_HAVE_OPENCL
-#include "opencl_conv.h"
+#include "conv_timing.h"
 #endif
 
 namespace lenet5::conv {
@@ -146,16 +146,6 @@ double median(std::vector<double> v) {
     return v[v.size() / 2];
 }
 
-// Milliseconds from the first event's start to the last's end.
-double span_ms(const std::vector<cl::Event>& events) {
-    cl_ulong first = events.front().getProfilingInfo<CL_PROFILING_COMMAND_START>(), last = 0;
-    for (const auto& e : events) {
-        first = std::min(first, e.getProfilingInfo<CL_PROFILING_COMMAND_START>());
-        last = std::max(last, e.getProfilingInfo<CL_PROFILING_COMMAND_END>());
-    }
-    return double(last - first) * 1e-6;
-}
-
 struct Row {
     double forward_ms = 0, copy_ms = 0, backward_ms = 0, error = 0;
     std::string failure;  // an Error's message
@@ -176,21 +166,7 @@ Row measure(OpenCLConv& conv, cl::CommandQueue& queue, const cl::Context& contex
     queue.enqueueWriteBuffer(dout_d, CL_FALSE, 0, d_out.size() * sizeof(float), d_out.data());
     const Activation act = Activation::ReLU;
     std::vector<float> out(s.output_size());
-    std::vector<cl::Event> events;
-    auto kernel_ms = [&](auto&& run) {
-        run();  // warm-up: kernels built, scratch allocated
-        queue.finish();
-        std::vector<double> ms;
-        for (int r = 0; r < o.repeats; ++r) {
-            events.clear();
-            conv.record_events(&events);
-            run();
-            conv.record_events(nullptr);
-            queue.finish();
-            ms.push_back(span_ms(events));
-        }
-        return median(ms);
-    };
+    auto kernel_ms = [&](auto&& run) { return median_kernel_ms(conv, queue, o.repeats, run); };
     row.forward_ms = kernel_ms([&] { conv.forward(algo, s, in_d, w_d, b_d, out_d, act); });
     std::vector<double> copy;
     for (int r = 0; r < o.repeats; ++r) {
@@ -256,12 +232,9 @@ int run_convbench(const std::vector<std::string>& args, std::ostream& out) {
     throw Error("this build has no OpenCL support (configure with -DLENET5_OPENCL=ON): nothing to benchmark");
 #else
     const OpenCLDevice device = select_opencl_device(o.device);
-    cl::Context context;
-    cl::CommandQueue queue;
-    cl_checked([&] {
-        context = cl::Context(device.device);
-        queue = cl::CommandQueue(context, device.device, CL_QUEUE_PROFILING_ENABLE);
-    });
+    ProfiledQueue profiled(device.device);
+    cl::Context& context = profiled.context;
+    cl::CommandQueue& queue = profiled.queue;
     OpenCLConv conv(context, device.device, queue);
     out << "lenet5 convbench: " << device.name << " [" << device.platform_name << "], " << o.repeats
         << " repeats (medians), ReLU, errors against the scalar reference at sampled elements\n"

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <array>
+#include <iostream>
 
+#include "conv_tuning.h"
 #include "opencl_kernels.h"
 #ifdef LENET5_HAVE_CLBLAST
 #include "clblast_conv.h"
@@ -159,20 +161,31 @@ OpenCLConv::OpenCLConv(const cl::Context& context, const cl::Device& device, con
                                     " -DGEMM_TM=128 -DGEMM_TN=128 -DGEMM_TK=16 -DGEMM_RM=8 -DGEMM_RN=8";
         m.program = build_program(context, device, opencl_kernel_file("batch_layers.cl") + opencl_kernel_file("conv.cl"),
                                   options);
+        // Auto's choices: what `lenet5 tune --conv` measured on this device and driver (a malformed
+        // cache: a warning and the default, as for the work-group cache).
+        const std::string platform = cl::Platform(device.getInfo<CL_DEVICE_PLATFORM>()).getInfo<CL_PLATFORM_NAME>();
+        const std::string path = default_conv_tuning_path();
+        try {
+            if (!path.empty())
+                for (const ConvTuningEntry& e : read_conv_tuning(path))
+                    if (e.platform == platform && e.device == device.getInfo<CL_DEVICE_NAME>() &&
+                        e.driver == device.getInfo<CL_DRIVER_VERSION>() && algo_built(e.algo))
+                        chosen_[e.shape] = e.algo;
+        } catch (const Error& e) {
+            std::cerr << "lenet5: warning: " << e.what() << "; using the default convolution algorithms\n";
+        }
     });
 }
 
 OpenCLConv::~OpenCLConv() = default;
 
-std::string layer_key(const ConvShape& shape) { return shape.describe(); }
-
 ConvAlgo OpenCLConv::resolve(ConvAlgo algo, const ConvShape& shape) const {
     if (algo != ConvAlgo::Auto) return algo;
-    const auto it = chosen_.find(layer_key(shape));
+    const auto it = chosen_.find(shape.describe());
     return it != chosen_.end() ? it->second : ConvAlgo::Direct;
 }
 
-void OpenCLConv::choose(const ConvShape& shape, ConvAlgo algo) { chosen_[layer_key(shape)] = algo; }
+void OpenCLConv::choose(const ConvShape& shape, ConvAlgo algo) { chosen_[shape.describe()] = algo; }
 
 namespace {
 

@@ -49,10 +49,11 @@ public:
     void backward_weights(ConvAlgo algo, const ConvShape& shape, const cl::Buffer& in, const cl::Buffer& d_out,
                           const cl::Buffer& d_weights, const cl::Buffer& d_bias);
 
-    // The algorithm Auto stands for: the one choose() was given for the shape's layer (the tuning
-    // cache's, see conv_tuning.h), else a default (Direct). Others are returned as they are.
+    // The algorithm Auto stands for: the one choose() was given for the shape (at first, what the
+    // convolution tuning cache of conv_tuning.h holds for this device and driver), else Direct.
+    // Others are returned as they are.
     ConvAlgo resolve(ConvAlgo algo, const ConvShape& shape) const;
-    // What Auto picks for shapes like `shape` (any batch) from now on.
+    // What Auto picks for `shape` (batch included) from now on.
     void choose(const ConvShape& shape, ConvAlgo algo);
 
     // Every command enqueued from now on appends its event here (convbench's kernel time: first
@@ -65,8 +66,5 @@ private:
     std::vector<cl::Event>* events_ = nullptr;
     std::map<std::string, ConvAlgo> chosen_;
 };
-
-// The key choose() and the tuning cache use for a layer: the shape without its batch.
-std::string layer_key(const ConvShape& shape);
 
 }  // namespace lenet5::conv

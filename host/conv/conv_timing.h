@@ -1,0 +1,50 @@
+// Device time of convolutions (convbench, tune --conv): the span from the first enqueued command's
+// start to the last's end, from event profiling (the queue needs CL_QUEUE_PROFILING_ENABLE).
+#pragma once
+#include <algorithm>
+#include <vector>
+
+#include "opencl_conv.h"
+
+namespace lenet5::conv {
+
+// A context and an in-order queue with profiling on `device`: what the timings need.
+struct ProfiledQueue {
+    cl::Context context;
+    cl::CommandQueue queue;
+    explicit ProfiledQueue(const cl::Device& device)
+        : context(cl_checked([&] { return cl::Context(device); })),
+          queue(cl_checked([&] { return cl::CommandQueue(context, device, CL_QUEUE_PROFILING_ENABLE); })) {}
+};
+
+inline double span_ms(const std::vector<cl::Event>& events) {
+    if (events.empty()) return 0.0;
+    cl_ulong first = events.front().getProfilingInfo<CL_PROFILING_COMMAND_START>(), last = 0;
+    for (const auto& e : events) {
+        first = std::min(first, e.getProfilingInfo<CL_PROFILING_COMMAND_START>());
+        last = std::max(last, e.getProfilingInfo<CL_PROFILING_COMMAND_END>());
+    }
+    return double(last - first) * 1e-6;
+}
+
+// The median over `repeats` runs of run() (after one untimed run that builds and allocates) of
+// its commands' device time in milliseconds.
+template <class F>
+double median_kernel_ms(OpenCLConv& conv, cl::CommandQueue& queue, int repeats, F&& run) {
+    run();
+    queue.finish();
+    std::vector<double> ms;
+    std::vector<cl::Event> events;
+    for (int r = 0; r < repeats; ++r) {
+        events.clear();
+        conv.record_events(&events);
+        run();
+        conv.record_events(nullptr);
+        queue.finish();
+        ms.push_back(span_ms(events));
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+}
+
+}  // namespace lenet5::conv

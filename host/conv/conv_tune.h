@@ -1,0 +1,15 @@
+// `lenet5 tune --conv`: for each convolution of the model whose output maps read every input map,
+// at the tune's batch size, times each algorithm this build has (forward and both backward passes,
+// device time, median of 5 runs), prints the times and records the fastest in the convolution
+// tuning cache (conv_tuning.h), which OpenCLConv's Auto then uses on this device.
+#pragma once
+#include <ostream>
+
+#include "tune.h"
+
+namespace lenet5::conv {
+
+// Returns the exit status; throws Error when no algorithm runs a shape or the cache cannot be written.
+int run_conv_tune(const TuneOptions& options, std::ostream& out);
+
+}  // namespace lenet5::conv

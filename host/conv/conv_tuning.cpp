@@ -1,0 +1,84 @@
+#include "conv_tuning.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "atomic_file.h"
+#include "error.h"
+#include "tuning_cache.h"
+
+namespace lenet5::conv {
+namespace {
+
+constexpr const char* kHeader =
+    "# lenet5 tune --conv: the fastest convolution algorithm per device, driver and shape\n"
+    "# platform\tdevice\tdriver\tshape\talgo\tms\n";
+
+bool same_key(const ConvTuningEntry& a, const ConvTuningEntry& b) {
+    return a.platform == b.platform && a.device == b.device && a.driver == b.driver && a.shape == b.shape;
+}
+
+}  // namespace
+
+std::string default_conv_tuning_path() {
+    if (const char* p = std::getenv("LENET5_CONV_TUNING"); p && *p) return p;
+    const std::string work_groups = default_tuning_path();
+    if (work_groups.empty()) return "";
+    return (std::filesystem::path(work_groups).parent_path() / "conv-tuning.tsv").string();
+}
+
+std::vector<ConvTuningEntry> read_conv_tuning(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) {
+        if (!std::filesystem::exists(path)) return {};
+        throw Error("cannot read the convolution tuning cache " + path);
+    }
+    std::vector<ConvTuningEntry> entries;
+    int number = 0;
+    for (std::string line; std::getline(in, line);) {
+        ++number;
+        if (line.empty() || line[0] == '#') continue;
+        std::vector<std::string> f;
+        std::istringstream fields(line);
+        for (std::string field; std::getline(fields, field, '\t');) f.push_back(field);
+        const std::string where = "convolution tuning cache " + path + " line " + std::to_string(number) + ": ";
+        if (f.size() != 6) throw Error(where + "expected 6 tab-separated fields, found " + std::to_string(f.size()));
+        ConvTuningEntry e{f[0], f[1], f[2], f[3], ConvAlgo::Direct, std::strtod(f[5].c_str(), nullptr)};
+        try {
+            e.algo = parse_algo(f[4]);
+        } catch (const UsageError& bad) {
+            throw Error(where + bad.what());
+        }
+        if (e.algo == ConvAlgo::Auto) throw Error(where + "the algorithm must be direct, im2col or clblast");
+        entries.push_back(std::move(e));
+    }
+    return entries;
+}
+
+void store_conv_tuning(const std::string& path, const ConvTuningEntry& entry) {
+    for (const std::string* s : {&entry.platform, &entry.device, &entry.driver, &entry.shape})
+        if (s->find_first_of("\t\n\r") != std::string::npos)
+            throw Error("cannot store '" + *s + "' in the convolution tuning cache: it has a tab or newline");
+    std::vector<ConvTuningEntry> entries = read_conv_tuning(path);
+    bool replaced = false;
+    for (auto& e : entries)
+        if (same_key(e, entry)) {
+            e = entry;
+            replaced = true;
+        }
+    if (!replaced) entries.push_back(entry);
+    std::ostringstream out;
+    out << kHeader;
+    for (const auto& e : entries)
+        out << e.platform << '\t' << e.device << '\t' << e.driver << '\t' << e.shape << '\t' << algo_name(e.algo) << '\t'
+            << e.ms << '\n';
+    const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+    std::error_code ec;
+    if (!folder.empty()) std::filesystem::create_directories(folder, ec);
+    if (ec) throw Error("cannot create the folder " + folder.string() + " for the tuning cache: " + ec.message());
+    write_file_atomic(path, out.str());
+}
+
+}  // namespace lenet5::conv
