@@ -200,6 +200,13 @@ __kernel void cv_reorder(__global const float* src, __global float* dst, int s0,
     else dst[nchw] = src[cm];
 }
 
+// d[i] = delta_of(act, y[i], d[i]): an input gradient times the derivative of the activation that
+// produced the input y (the batch-level engine's deltas). NDRange (round_up(n, WG)).
+__kernel void cv_delta(__global float* d, __global const float* y, int n, int act) {
+    const int i = (int)get_global_id(0);
+    if (i < n) d[i] = delta_of(act, y[i], d[i]);
+}
+
 // out[s][o][p] = act(out[s][o][p] + b[o]) (after CLBlast's Convgemm). NDRange (round_up(PP, WG), batch*OC).
 __kernel void cv_bias_act(__global float* out, __global const float* b, int OC, int PP, int act) {
     const int p = (int)get_global_id(0), so = (int)get_global_id(1);

@@ -38,6 +38,10 @@ std::string help_text() {
            "  --group N        OpenCL: items of each sample's work-group, a power of two (default: what\n"
            "                   `lenet5 tune` found fastest for this device, variant and batch, else 256\n"
            "                   or the device's limit if lower)\n"
+           "  --conv-algo A    OpenCL batch-level path (models like cnn): the convolutions' algorithm, direct,\n"
+           "                   im2col or auto (default: what `lenet5 tune --conv` found fastest for the layer\n"
+           "                   and batch on this device, else the engine's own kernels); clblast cannot be\n"
+           "                   planned ahead and is refused here\n"
            "  --threads N      threads for omp (default: OMP_NUM_THREADS, else all cores)\n"
            "  --workers SPEC   train on several devices at once: a comma-separated list of workers,\n"
            "                   each [DEVICE:]VARIANT or DEVICE (gpu-local on that device), e.g.\n"
@@ -64,7 +68,7 @@ std::string help_text() {
            "  --kernel-profile after training, print every OpenCL kernel's launches per step\n"
            "                   and device time (slows the epoch: each launch carries an event)\n"
            "\n"
-           "eval options: --model FILE (a checkpoint: it carries its model), --variant, --device, --group,\n"
+           "eval options: --model FILE (a checkpoint: it carries its model), --variant, --device, --group, --conv-algo,\n"
            "              --test-limit, --dataset, --data, --json as above\n"
            "\n"
            "tune options: times training steps on random images, so it needs no data set\n"
@@ -166,6 +170,7 @@ bool parse_common(const std::string& flag, ArgReader& r, EngineRequest& engine, 
     }
     else if (flag == "--device") engine.device = parse_count(flag, r.value(flag), 0);
     else if (flag == "--group") engine.group = parse_power_of_two(flag, r.value(flag));
+    else if (flag == "--conv-algo") engine.conv_algo = conv::parse_algo(r.value(flag));
     else if (flag == "--data") data_dir = r.value(flag);
     else if (flag == "--json") json_path = r.value(flag);
     else if (flag == "--test-limit") test_limit = parse_count(flag, r.value(flag), 1);

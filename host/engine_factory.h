@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "conv/conv_shape.h"
 #include "engine.h"
 
 namespace lenet5 {
@@ -15,6 +16,7 @@ struct EngineRequest {
     int group = 0;                 // OpenCL: items per sample's work-group, a power of two; 0 = tuned or default
     int batch = 0;                 // OpenCL: the training batch, whose tuned group (lenet5 tune) applies; 0 = none
     std::string workers;           // --workers SPEC (worker_engine.h); empty = one engine of `variant`
+    conv::ConvAlgo conv_algo = conv::ConvAlgo::Auto;  // OpenCL batch-level path: its convolutions' algorithm
 };
 
 // Every variant name the program knows, built or not.

@@ -38,7 +38,7 @@ bool per_sample_fits(const Network& net, MemoryVariant memory, const OpenCLDevic
 }  // namespace
 
 std::unique_ptr<Engine> make_opencl_engine(const Network& net, const std::string& variant, int device, int group,
-                                           int batch) {
+                                           int batch, conv::ConvAlgo conv_algo) {
     MemoryVariant memory;
     if (variant == "gpu") memory = MemoryVariant::Global;
     else if (variant == "gpu-constant") memory = MemoryVariant::Constant;
@@ -51,7 +51,7 @@ std::unique_ptr<Engine> make_opencl_engine(const Network& net, const std::string
     if (!path.empty() && path != "batch" && path != "sample")
         throw Error("LENET5_OPENCL_PATH is '" + path + "'; it takes batch or sample");
     if (path == "batch" || (path.empty() && !per_sample_fits(net, memory, dev)))
-        return std::make_unique<OpenCLBatchEngine>(net, memory, dev);
+        return std::make_unique<OpenCLBatchEngine>(net, memory, dev, conv_algo);
     std::string origin = group ? "--group" : "default";
     if (!group && batch > 0) {
         // A broken cache costs the tuning, not the run.

@@ -5,6 +5,7 @@
 #include <ostream>
 #include <string>
 
+#include "conv/conv_shape.h"
 #include "engine.h"
 
 namespace lenet5 {
@@ -14,8 +15,9 @@ namespace lenet5 {
 // `group` items per sample; 0: the group `lenet5 tune` cached for this device, variant and
 // `batch` (tuning_cache.h), else the default.
 // Throws Error when there is no such device or it lacks what the variant needs.
+// conv_algo: the batch-level engine's convolution algorithm (OpenCLBatchEngine).
 std::unique_ptr<Engine> make_opencl_engine(const Network& net, const std::string& variant, int device, int group,
-                                           int batch);
+                                           int batch, conv::ConvAlgo conv_algo = conv::ConvAlgo::Auto);
 
 // True when some platform has a GPU (what `auto` looks for).
 bool opencl_gpu_available();

@@ -6,6 +6,7 @@
 #include <limits>
 #include <numeric>
 
+#include "conv/conv_tuning.h"
 #include "opencl_kernels.h"
 #include "preprocess.h"
 
@@ -65,13 +66,16 @@ cl::NDRange rows_of(size_t per_row, size_t rows, size_t wg) { return cl::NDRange
 
 }  // namespace
 
-OpenCLBatchEngine::OpenCLBatchEngine(Network net, MemoryVariant memory, const OpenCLDevice& device)
+OpenCLBatchEngine::OpenCLBatchEngine(Network net, MemoryVariant memory, const OpenCLDevice& device,
+                                     conv::ConvAlgo conv_algo)
     : net_(std::move(net)),
       memory_(memory),
       device_(device),
       layout_(net_, cl_checked([&] {
                   return device.device.getInfo<CL_DEVICE_MEM_BASE_ADDR_ALIGN>() / (8 * sizeof(float));
-              })) {
+              })),
+      conv_algo_(conv_algo),
+      tuned_conv_(conv::tuned_conv_algos(device.platform_name, device.name, device.driver)) {
     cl_checked([&] {
         const cl::Device& dev = device_.device;
         context_ = cl::Context(dev);
@@ -127,6 +131,10 @@ OpenCLBatchEngine::OpenCLBatchEngine(Network net, MemoryVariant memory, const Op
                 }
                 d.in_begin = table(in_begin);
                 d.in_conn = table(in_conn.empty() ? std::vector<int32_t>{0} : in_conn);
+                cl_buffer_region wr{layout_.weights(k).device * sizeof(float), l.weight_count * sizeof(float)},
+                    br{layout_.bias(k).device * sizeof(float), l.bias_count * sizeof(float)};
+                d.grad_weights = grads_.createSubBuffer(CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &wr);
+                d.grad_bias = grads_.createSubBuffer(CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &br);
             }
             layers_.push_back(std::move(d));
         }
@@ -319,6 +327,10 @@ void OpenCLBatchEngine::plan_layer(size_t k, int count) {
     std::vector<Launch> back;
     switch (l.kind) {
         case LayerKind::Conv: {
+            if (const auto algo = conv_algo_for(k, count)) {
+                plan_conv(k, count, *algo, back);
+                break;
+            }
             const int weights = as_int(l.weight_count);
             // Output rows per gradient share: whole samples, unless that leaves the device short of items.
             const size_t per_share = static_cast<size_t>(weights + OC);
@@ -408,6 +420,41 @@ void OpenCLBatchEngine::plan_layer(size_t k, int count) {
         }
     }
     backward_.insert(backward_.begin(), back.begin(), back.end());
+}
+
+std::optional<conv::ConvAlgo> OpenCLBatchEngine::conv_algo_for(size_t k, int count) const {
+    const LayerSpec& l = net_.layers[k];
+    if (l.connections() != l.in.c * l.out.c) return std::nullopt;  // a connection table: the kernels above
+    if (conv_algo_ != conv::ConvAlgo::Auto) return conv_algo_;
+    const conv::ConvShape s{count, l.in.c, l.in.h, l.in.w, l.out.c, l.kernel, l.stride, l.pad};
+    const auto it = tuned_conv_.find(s.describe());
+    // Tuned CLBlast cannot be planned: then the kernels above, as untuned.
+    if (it == tuned_conv_.end() || it->second == conv::ConvAlgo::CLBlast) return std::nullopt;
+    return it->second;
+}
+
+// Convolution k through host/conv/'s OpenCLConv, its launches recorded into the plan: the forward
+// (bias and activation fused), the weight and bias gradients into grads_, and the previous layer's
+// delta (the input gradient times that layer's activation derivative).
+void OpenCLBatchEngine::plan_conv(size_t k, int count, conv::ConvAlgo algo, std::vector<Launch>& back) {
+    const LayerSpec& l = net_.layers[k];
+    const LayerData& d = layers_[k];
+    if (!conv_) conv_ = std::make_unique<conv::OpenCLConv>(context_, device_.device, queue_);
+    const conv::ConvShape s{count, l.in.c, l.in.h, l.in.w, l.out.c, l.kernel, l.stride, l.pad};
+    std::vector<conv::OpenCLConv::Launch> fwd, bwd;
+    struct Stop {  // enqueue again however the recording ends
+        conv::OpenCLConv& c;
+        ~Stop() { c.record_launches(nullptr); }
+    } stop{*conv_};
+    conv_->record_launches(&fwd);
+    conv_->forward(algo, s, acts_[k], d.weights, d.bias, acts_[k + 1], l.activation);
+    conv_->record_launches(&bwd);
+    conv_->backward_weights(algo, s, acts_[k], deltas_[k], d.grad_weights, d.grad_bias);
+    if (k > 0)
+        conv_->backward_data(algo, s, deltas_[k], d.weights, deltas_[k - 1], net_.layers[k - 1].activation, acts_[k]);
+    const std::string prefix = l.name + " " + conv::algo_name(algo) + " ";
+    for (auto& x : fwd) forward_.push_back({x.kernel, x.global, x.local, prefix + x.name});
+    for (auto& x : bwd) back.push_back({x.kernel, x.global, x.local, prefix + x.name});
 }
 
 // Buffers (grown to `count` samples) and every launch of a step for batches of `count`. The

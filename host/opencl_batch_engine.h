@@ -6,10 +6,14 @@
 // their gradients added up in sample order. Everything stays on the device as in OpenCLEngine:
 // both data sets (converted once), parameters, gradients, momentum, activations and the losses.
 #pragma once
+#include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "conv/opencl_conv.h"
 #include "engine.h"
 #include "opencl_engine.h"
 #include "opencl_layout.h"
@@ -21,7 +25,12 @@ class OpenCLBatchEngine final : public Engine {
 public:
     // Throws Error when the device lacks what the variant needs (gpu-constant: a convolution's
     // or subsampling's weights larger than its __constant buffer).
-    OpenCLBatchEngine(Network net, MemoryVariant memory, const OpenCLDevice& device);
+    // conv_algo: how convolutions whose maps all read every input map run (host/conv/): Direct,
+    // Im2col, or Auto (what `lenet5 tune --conv` found fastest for the layer's shape and batch on
+    // this device, else this engine's own convolution kernels). CLBlast cannot be planned ahead:
+    // asking for it throws Error when a step is planned.
+    OpenCLBatchEngine(Network net, MemoryVariant memory, const OpenCLDevice& device,
+                      conv::ConvAlgo conv_algo = conv::ConvAlgo::Auto);
     OpenCLBatchEngine(const OpenCLBatchEngine&) = delete;  // it owns its device state
     OpenCLBatchEngine& operator=(const OpenCLBatchEngine&) = delete;
 
@@ -71,11 +80,15 @@ private:
         cl::Buffer conn_begin, conn_in, conn_out;  // by output map (network.h)
         cl::Buffer in_begin, in_conn;              // the connections that read each input map
         bool constant_fc = false;                  // gpu-constant: a fully connected layer read as __constant
+        cl::Buffer grad_weights, grad_bias;        // a convolution's gradients in grads_ (host/conv/'s outputs)
     };
 
     void build_program();
     void plan(int count);
     void plan_layer(size_t k, int count);
+    // The host/conv/ algorithm of convolution k at batch `count`, if it takes the layer; its launches.
+    std::optional<conv::ConvAlgo> conv_algo_for(size_t k, int count) const;
+    void plan_conv(size_t k, int count, conv::ConvAlgo algo, std::vector<Launch>& back);
     void gemm(std::vector<Launch>& into, const std::string& name, int M, int N, int K, const cl::Buffer& A, int a_off,
               int a_m, int a_k, const cl::Buffer& B, int b_off, int b_k, int b_n, const cl::Buffer& C, int c_off,
               int c_m, int c_n, int mode, int act, const cl::Buffer& E, int e_off);
@@ -101,6 +114,9 @@ private:
     int conv_fk_ = 0;         // the fast convolution kernels' kernel size (0: none of the layers fits them)
     DeviceLayout layout_;
     std::vector<LayerData> layers_;
+    conv::ConvAlgo conv_algo_;
+    std::map<std::string, conv::ConvAlgo> tuned_conv_;  // lenet5 tune --conv's, by shape
+    std::unique_ptr<conv::OpenCLConv> conv_;            // made when a layer first needs it
 
     cl::Buffer params_, grads_, velocity_, byte_values_;
     SplitData train_, test_;

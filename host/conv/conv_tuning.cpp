@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include "atomic_file.h"
@@ -55,6 +56,22 @@ std::vector<ConvTuningEntry> read_conv_tuning(const std::string& path) {
         entries.push_back(std::move(e));
     }
     return entries;
+}
+
+std::map<std::string, ConvAlgo> tuned_conv_algos(const std::string& platform, const std::string& device,
+                                                 const std::string& driver) {
+    std::map<std::string, ConvAlgo> tuned;
+    const std::string path = default_conv_tuning_path();
+    try {
+        if (!path.empty())
+            for (const ConvTuningEntry& e : read_conv_tuning(path))
+                if (e.platform == platform && e.device == device && e.driver == driver && algo_built(e.algo))
+                    tuned[e.shape] = e.algo;
+    } catch (const Error& e) {  // as for the work-group cache: a broken cache costs the tuning, not the run
+        std::cerr << "lenet5: warning: " << e.what() << "; using the default convolution algorithms\n";
+        tuned.clear();
+    }
+    return tuned;
 }
 
 void store_conv_tuning(const std::string& path, const ConvTuningEntry& entry) {

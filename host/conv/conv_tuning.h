@@ -4,6 +4,7 @@
 // or $LENET5_CONV_TUNING. Tab-separated lines, '#' comments:
 //   platform <TAB> device <TAB> driver <TAB> shape (ConvShape::describe) <TAB> algo <TAB> ms
 #pragma once
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,12 @@ std::string default_conv_tuning_path();
 // The file's entries; none when it does not exist. Throws Error naming the path and line when a
 // line is malformed.
 std::vector<ConvTuningEntry> read_conv_tuning(const std::string& path);
+
+// The algorithms the default cache holds for this platform, device and driver, by shape
+// (ConvShape::describe), leaving out those this build lacks. A malformed cache: a warning on
+// stderr and none.
+std::map<std::string, ConvAlgo> tuned_conv_algos(const std::string& platform, const std::string& device,
+                                                 const std::string& driver);
 
 // Adds `entry`, replacing the one of the same device, driver and shape; written atomically.
 void store_conv_tuning(const std::string& path, const ConvTuningEntry& entry);

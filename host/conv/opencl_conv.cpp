@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <iostream>
 
 #include "conv_tuning.h"
 #include "opencl_kernels.h"
@@ -52,10 +51,13 @@ struct OpenCLConv::Impl {
     std::array<size_t, kScratchCount> scratch_floats{};
     size_t wg = 256, compute_units = 1, local_floats = 0;
     std::vector<cl::Event>** events = nullptr;
+    std::vector<Launch>** plan = nullptr;
+    std::vector<cl::Buffer> outgrown;  // scratch buffers that planned launches may still use
 
     // The scratch buffer `which` with room for `floats` (grown when needed; kZeros filled with 0).
     const cl::Buffer& buffer(Scratch which, size_t floats) {
         if (scratch_floats[which] < floats) {
+            if (scratch_floats[which]) outgrown.push_back(scratch[which]);
             scratch[which] = cl::Buffer(context, CL_MEM_READ_WRITE, std::max<size_t>(floats, 1) * sizeof(float));
             scratch_floats[which] = floats;
             if (which == kZeros) queue.enqueueFillBuffer(scratch[which], 0.0f, 0, floats * sizeof(float));
@@ -65,6 +67,13 @@ struct OpenCLConv::Impl {
 
     template <class... Args>
     void launch(const char* name, const cl::NDRange& global, const cl::NDRange& local, const Args&... args) {
+        if (*plan) {
+            cl::Kernel k(program, name);
+            cl_uint index = 0;
+            (k.setArg(index++, args), ...);
+            (*plan)->push_back({k, global, local, name});
+            return;
+        }
         auto it = kernels.find(name);
         if (it == kernels.end()) it = kernels.emplace(name, cl::Kernel(program, name)).first;
         cl::Kernel& k = it->second;
@@ -149,6 +158,7 @@ OpenCLConv::OpenCLConv(const cl::Context& context, const cl::Device& device, con
     m.device = device;
     m.queue = queue;
     m.events = &events_;
+    m.plan = &plan_;
     cl_checked([&] {
         const size_t limit = device.getInfo<CL_DEVICE_MAX_WORK_GROUP_SIZE>();
         if (limit < 256)
@@ -161,19 +171,9 @@ OpenCLConv::OpenCLConv(const cl::Context& context, const cl::Device& device, con
                                     " -DGEMM_TM=128 -DGEMM_TN=128 -DGEMM_TK=16 -DGEMM_RM=8 -DGEMM_RN=8";
         m.program = build_program(context, device, opencl_kernel_file("batch_layers.cl") + opencl_kernel_file("conv.cl"),
                                   options);
-        // Auto's choices: what `lenet5 tune --conv` measured on this device and driver (a malformed
-        // cache: a warning and the default, as for the work-group cache).
-        const std::string platform = cl::Platform(device.getInfo<CL_DEVICE_PLATFORM>()).getInfo<CL_PLATFORM_NAME>();
-        const std::string path = default_conv_tuning_path();
-        try {
-            if (!path.empty())
-                for (const ConvTuningEntry& e : read_conv_tuning(path))
-                    if (e.platform == platform && e.device == device.getInfo<CL_DEVICE_NAME>() &&
-                        e.driver == device.getInfo<CL_DRIVER_VERSION>() && algo_built(e.algo))
-                        chosen_[e.shape] = e.algo;
-        } catch (const Error& e) {
-            std::cerr << "lenet5: warning: " << e.what() << "; using the default convolution algorithms\n";
-        }
+        // Auto's choices: what `lenet5 tune --conv` measured on this device and driver.
+        chosen_ = tuned_conv_algos(cl::Platform(device.getInfo<CL_DEVICE_PLATFORM>()).getInfo<CL_PLATFORM_NAME>(),
+                                   device.getInfo<CL_DEVICE_NAME>(), device.getInfo<CL_DRIVER_VERSION>());
     });
 }
 
@@ -189,11 +189,14 @@ void OpenCLConv::choose(const ConvShape& shape, ConvAlgo algo) { chosen_[shape.d
 
 namespace {
 
-ConvAlgo checked(ConvAlgo algo, const ConvShape& s) {
+ConvAlgo checked(ConvAlgo algo, const ConvShape& s, bool planning) {
     s.validate();
     if (!algo_built(algo))
         throw Error("the clblast convolution algorithm needs CLBlast, and this build has none (apt-get install "
                     "libclblast-dev, then rebuild with LENET5_CLBLAST=ON)");
+    if (algo == ConvAlgo::CLBlast && planning)
+        throw Error("the clblast convolution algorithm enqueues its own commands and cannot be planned ahead "
+                    "(the batch-level engine's steps): use direct or im2col");
     return algo;
 }
 
@@ -227,7 +230,7 @@ void OpenCLConv::forward(ConvAlgo algo, const ConvShape& s, const cl::Buffer& in
     Impl& m = *impl_;
     const int a = static_cast<int>(act);  // network.h's order is batch_layers.cl's BA_*
     cl_checked([&] {
-        switch (checked(resolve(algo, s), s)) {
+        switch (checked(resolve(algo, s), s, plan_ != nullptr)) {
             case ConvAlgo::Auto:
             case ConvAlgo::Direct: m.direct_forward(s, in, w, b, out, a); return;
             case ConvAlgo::CLBlast: {
@@ -260,12 +263,23 @@ void OpenCLConv::forward(ConvAlgo algo, const ConvShape& s, const cl::Buffer& in
 }
 
 void OpenCLConv::backward_data(ConvAlgo algo, const ConvShape& s, const cl::Buffer& d_out, const cl::Buffer& w,
-                               const cl::Buffer& d_in) {
+                               const cl::Buffer& d_in, Activation in_act, const cl::Buffer& in) {
+    Impl& m = *impl_;
+    pure_backward_data(algo, s, d_out, w, d_in);
+    if (in_act != Activation::None)
+        cl_checked([&] {
+            m.launch("cv_delta", cl::NDRange(round_up(s.input_size(), m.wg)), cl::NDRange(m.wg), d_in, in,
+                     as_int(s.input_size()), static_cast<int>(in_act));
+        });
+}
+
+void OpenCLConv::pure_backward_data(ConvAlgo algo, const ConvShape& s, const cl::Buffer& d_out, const cl::Buffer& w,
+                                    const cl::Buffer& d_in) {
     Impl& m = *impl_;
     cl_checked([&] {
         const int K = s.kernel, CKK = s.in_c * K * K;
         const size_t P = size_t(s.out_h()) * s.out_w();
-        switch (checked(resolve(algo, s), s)) {
+        switch (checked(resolve(algo, s), s, plan_ != nullptr)) {
             case ConvAlgo::Auto:
             case ConvAlgo::Direct:
                 if (s.stride == 1) {
@@ -314,7 +328,7 @@ void OpenCLConv::backward_weights(ConvAlgo algo, const ConvShape& s, const cl::B
     cl_checked([&] {
         const int K = s.kernel, CKK = s.in_c * K * K, OH = s.out_h();
         const size_t P = size_t(OH) * s.out_w(), W = s.weight_size();
-        switch (checked(resolve(algo, s), s)) {
+        switch (checked(resolve(algo, s), s, plan_ != nullptr)) {
             case ConvAlgo::Auto:
             case ConvAlgo::Direct: {
                 // Shares of `per` samples x `rows` output rows, enough for about kShareItems items.

@@ -42,9 +42,10 @@ public:
     // out = act(conv(in, weights) + bias).
     void forward(ConvAlgo algo, const ConvShape& shape, const cl::Buffer& in, const cl::Buffer& weights,
                  const cl::Buffer& bias, const cl::Buffer& out, Activation act = Activation::None);
-    // d_in = dLoss/d_in.
+    // d_in = dLoss/d_in; with `in_act` (not None), times that activation's derivative at the
+    // outputs `in` it produced (d_in is then dLoss/d(the previous layer's pre-activation)).
     void backward_data(ConvAlgo algo, const ConvShape& shape, const cl::Buffer& d_out, const cl::Buffer& weights,
-                       const cl::Buffer& d_in);
+                       const cl::Buffer& d_in, Activation in_act = Activation::None, const cl::Buffer& in = {});
     // d_weights, d_bias = dLoss/d_weights, dLoss/d_bias summed over the batch.
     void backward_weights(ConvAlgo algo, const ConvShape& shape, const cl::Buffer& in, const cl::Buffer& d_out,
                           const cl::Buffer& d_weights, const cl::Buffer& d_bias);
@@ -60,10 +61,26 @@ public:
     // start to last end); nullptr stops it.
     void record_events(std::vector<cl::Event>* sink) { events_ = sink; }
 
+    // A kernel launch as the calls above would enqueue it.
+    struct Launch {
+        cl::Kernel kernel;  // its own object, arguments set
+        cl::NDRange global, local;
+        std::string name;
+    };
+    // From now on the calls append their launches to `plan` instead of enqueuing them, for a caller
+    // that replays a planned step (the batch-level engine); nullptr enqueues again. The scratch
+    // buffers they use stay alive with this OpenCLConv. CLBlast's calls cannot be planned: the
+    // clblast algorithm then throws Error.
+    void record_launches(std::vector<Launch>* plan) { plan_ = plan; }
+
 private:
+    void pure_backward_data(ConvAlgo algo, const ConvShape& shape, const cl::Buffer& d_out, const cl::Buffer& weights,
+                            const cl::Buffer& d_in);
+
     struct Impl;
     std::unique_ptr<Impl> impl_;
     std::vector<cl::Event>* events_ = nullptr;
+    std::vector<Launch>* plan_ = nullptr;
     std::map<std::string, ConvAlgo> chosen_;
 };
 
