@@ -42,15 +42,17 @@ struct Window {
     }
 };
 
-// Row-major C[M][N] = A[M][K] op(B) (leading dimensions lda, ldb, ldc), on the calling thread;
-// op(B) = B[K][N], or with trans_b B^T for B stored [N][K].
-void gemm(bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc) {
+// Row-major C[M][N] = A[M][K] op(B) (+ C when accumulate; leading dimensions lda, ldb, ldc), on
+// the calling thread; op(B) = B[K][N], or with trans_b B^T for B stored [N][K].
+void gemm(bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
+          bool accumulate = false) {
+    const float beta = accumulate ? 1.0f : 0.0f;
 #ifdef LENET5_HAVE_OPENBLAS
     if (M == 1 && trans_b)  // one sample through a fully connected layer: W x, W read once
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, 1.0f, B, ldb, A, 1, 0.0f, C, 1);
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, 1.0f, B, ldb, A, 1, beta, C, 1);
     else
         cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, A, lda, B, ldb,
-                    0.0f, C, ldc);
+                    beta, C, ldc);
 #else
     for (int m = 0; m < M; ++m) {
         float* c = C + size_t(m) * ldc;
@@ -59,11 +61,11 @@ void gemm(bool trans_b, int M, int N, int K, const float* A, int lda, const floa
             for (int n = 0; n < N; ++n) {
                 float sum = 0.0f;
                 for (int k = 0; k < K; ++k) sum += a[k] * B[size_t(n) * ldb + k];
-                c[n] = sum;
+                c[n] = beta * c[n] + sum;
             }
             continue;
         }
-        std::fill(c, c + N, 0.0f);
+        if (!accumulate) std::fill(c, c + N, 0.0f);
         for (int k = 0; k < K; ++k) {
             const float* b = B + size_t(k) * ldb;
             for (int n = 0; n < N; ++n) c[n] += a[k] * b[n];
@@ -86,14 +88,31 @@ public:
         for (const int64_t floats : g_.slot_floats) slots_.emplace_back(size_t(floats) * size_t(batch_));
         ms_.assign(g_.ops.size(), 0.0);
         if (!fast) return;
-        size_t col = 0;
-        for (const InferOp& op : g_.ops)
-            if (op.kind == InferOpKind::Conv) {
-                const Window w(g_, op);
+        size_t col = 0, acc = 0, padded = 0;
+        taps_.resize(g_.ops.size());
+        for (size_t k = 0; k < g_.ops.size(); ++k) {
+            const InferOp& op = g_.ops[k];
+            if (op.kind != InferOpKind::Conv) continue;
+            const Window w(g_, op);
+            if (!shifted(op, w)) {
                 const size_t depth = size_t(w.C) * op.kh * op.kw;
                 col = std::max(col, depth * size_t(block_pixels(depth, w.OH * w.OW)));
+                continue;
             }
-        cols_.assign(size_t(threads_), std::vector<float>(col));
+            const int PH = w.IH + op.pt + op.pb, PW = w.IW + op.pl + op.pr;
+            padded = std::max(padded, size_t(w.C) * PH * PW * batch_);
+            acc = std::max(acc, size_t(w.OC) * shift_block(w, (w.OH - 1) * PW + w.OW));
+            // taps_[k][t][o][c] = weight[o][c][t]: each tap's out maps x in maps, the GEMMs' A.
+            const int T = op.kh * op.kw;
+            auto& t = taps_[k];
+            t.resize(op.weight.size());
+            for (int o = 0; o < w.OC; ++o)
+                for (int c = 0; c < w.C; ++c)
+                    for (int tap = 0; tap < T; ++tap)
+                        t[(size_t(tap) * w.OC + o) * w.C + c] = op.weight[(size_t(o) * w.C + c) * T + tap];
+        }
+        cols_.assign(size_t(threads_), std::vector<float>(std::max(col, acc)));
+        padded_.resize(padded);
     }
 
     std::string variant() const override { return fast_ ? "omp" : "cpu"; }
@@ -125,6 +144,10 @@ private:
     static constexpr bool kOpenBlas = false;
 #endif
 
+    // Element-wise ops and poolings smaller than this run on one thread: waking the others costs
+    // more (much more on a busy machine, where a woken thread may wait for a time slice).
+    static constexpr int64_t kParallelMin = 1 << 16;
+
     float* slot(int value) { return slots_[size_t(g_.slot_of[value])].data(); }
 
     // Output pixels per im2col block: the block's windows (depth floats each) within ~2 MiB.
@@ -142,7 +165,8 @@ private:
         switch (op.kind) {
             case InferOpKind::Reshape: return;
             case InferOpKind::Conv:
-                if (fast_) conv_fast(op, x, y, count);
+                if (fast_ && shifted(op, Window(g_, op))) conv_shifted(k, x, y, count);
+                else if (fast_) conv_fast(op, x, y, count);
                 else conv_reference(op, x, y, count);
                 return;
             case InferOpKind::Dense:
@@ -155,7 +179,7 @@ private:
             case InferOpKind::Act: {
                 const float* x2 = op.in2 >= 0 ? slot(op.in2) : nullptr;
                 const int64_t total = in_size * count;
-#pragma omp parallel for num_threads(par) if (par > 1)
+#pragma omp parallel for num_threads(par) if (par > 1 && total >= kParallelMin)
                 for (int64_t e = 0; e < total; ++e) {
                     float v = x[e];
                     if (x2) v += x2[e];
@@ -199,6 +223,69 @@ private:
                     }
     }
 
+    // Stride-1 convolutions of at least 16 input maps, without im2col: on the zero-padded input's
+    // grid (its row width PW), the output is the sum over the window's taps (ky, kx) of W_tap (out
+    // maps x in maps) times the padded planes read from offset ky*PW + kx, so every tap's operand
+    // is the padded input itself. A block of grid pixels sums its taps' GEMMs in a per-thread
+    // buffer; its columns inside the output then get bias and activation on their way out.
+    static bool shifted(const InferOp& op, const Window& w) { return op.sh == 1 && op.sw == 1 && w.C >= 16; }
+
+    // Grid pixels per block: the block's sums and its stretch of the input within ~1 MiB each.
+    static int shift_block(const Window& w, int pixels) {
+        const int fit = std::max(64, (1 << 18) / std::max(w.C, w.OC)) / 16 * 16;
+        return std::min(pixels, fit);
+    }
+
+    void conv_shifted(size_t k, const float* x, float* y, int count) {
+        const InferOp& op = g_.ops[k];
+        const Window w(g_, op);
+        const int PH = w.IH + op.pt + op.pb, PW = w.IW + op.pl + op.pr, plane = PH * PW, P = w.OH * w.OW;
+        const int grid = (w.OH - 1) * PW + w.OW, nb = shift_block(w, grid), par = threads_;
+        float* xp = padded_.data();
+        const int planes = count * w.C;
+#pragma omp parallel for num_threads(par) if (par > 1)
+        for (int pc = 0; pc < planes; ++pc) {
+            float* dst = xp + size_t(pc) * plane;
+            const float* src = x + size_t(pc) * w.IH * w.IW;
+            std::fill(dst, dst + op.pt * PW, 0.0f);
+            for (int iy = 0; iy < w.IH; ++iy) {
+                float* row = dst + (op.pt + iy) * PW;
+                std::fill(row, row + op.pl, 0.0f);
+                std::memcpy(row + op.pl, src + size_t(iy) * w.IW, sizeof(float) * w.IW);
+                std::fill(row + op.pl + w.IW, row + PW, 0.0f);
+            }
+            std::fill(dst + (op.pt + w.IH) * PW, dst + plane, 0.0f);
+        }
+        const int blocks = (grid + nb - 1) / nb, per_sample = blocks * count;
+        const int mblocks = per_sample >= threads_ ? 1 : std::min(w.OC / 16 + 1, (threads_ + per_sample - 1) / per_sample);
+        const int mb = (w.OC + mblocks - 1) / mblocks, items = per_sample * mblocks, T = op.kh * op.kw;
+        const float* taps = taps_[k].data();
+#pragma omp parallel for schedule(dynamic) num_threads(par) if (par > 1)
+        for (int item = 0; item < items; ++item) {
+            const int s = item / (blocks * mblocks), n0 = (item / mblocks) % blocks * nb, m0 = item % mblocks * mb;
+            const int nw = std::min(nb, grid - n0), mw = std::min(mb, w.OC - m0);
+#ifdef LENET5_HAVE_OPENMP
+            float* acc = cols_[size_t(omp_get_thread_num())].data();
+#else
+            float* acc = cols_[0].data();
+#endif
+            const float* in = xp + size_t(s) * w.C * plane + n0;
+            for (int t = 0; t < T; ++t)
+                gemm(false, mw, nw, w.C, taps + (size_t(t) * w.OC + m0) * w.C, w.C, in + (t / op.kw) * PW + t % op.kw,
+                     plane, acc, nw, t > 0);
+            for (int m = 0; m < mw; ++m) {
+                const float b = op.bias[size_t(m0 + m)];
+                const float* a = acc + size_t(m) * nw;
+                float* out = y + (size_t(s) * w.OC + m0 + m) * P;
+                for (int j = 0; j < nw;) {  // a row of the grid at a time: its first OW pixels are outputs
+                    const int q = n0 + j, oy = q / PW, ox0 = q % PW, run = std::min(nw - j, PW - ox0);
+                    for (int t = 0; t < run && ox0 + t < w.OW; ++t) out[oy * w.OW + ox0 + t] = activate(op.act, a[j + t] + b);
+                    j += run;
+                }
+            }
+        }
+    }
+
     // Work items: (sample, block of output pixels, block of output maps); maps are split only
     // when the pixel blocks are too few to give every thread one.
     void conv_fast(const InferOp& op, const float* x, float* y, int count) {
@@ -236,18 +323,27 @@ private:
         }
     }
 
-    // col[(c*kh + ky)*kw + kx][j] = the input under tap (ky, kx) of output pixel p0 + j (0 in the padding).
+    // col[(c*kh + ky)*kw + kx][j] = the input under tap (ky, kx) of output pixel p0 + j (0 in the
+    // padding), a run of output pixels of one row at a time (one input row, no division per pixel).
     static void im2col(const InferOp& op, const Window& w, const float* in, int p0, int pw, float* col) {
         for (int c = 0; c < w.C; ++c)
             for (int ky = 0; ky < op.kh; ++ky)
                 for (int kx = 0; kx < op.kw; ++kx) {
                     float* row = col + size_t((c * op.kh + ky) * op.kw + kx) * pw;
                     const float* plane = in + size_t(c) * w.IH * w.IW;
-                    int oy = p0 / w.OW, ox = p0 % w.OW;
-                    for (int j = 0; j < pw; ++j) {
-                        const int iy = oy * op.sh - op.pt + ky, ix = ox * op.sw - op.pl + kx;
-                        row[j] = iy >= 0 && iy < w.IH && ix >= 0 && ix < w.IW ? plane[iy * w.IW + ix] : 0.0f;
-                        if (++ox == w.OW) ox = 0, ++oy;
+                    for (int j = 0; j < pw;) {
+                        const int oy = (p0 + j) / w.OW, ox0 = (p0 + j) % w.OW, run = std::min(pw - j, w.OW - ox0);
+                        const int iy = oy * op.sh - op.pt + ky;
+                        if (iy < 0 || iy >= w.IH) {
+                            std::fill(row + j, row + j + run, 0.0f);
+                        } else {
+                            const float* src = plane + size_t(iy) * w.IW;
+                            for (int t = 0; t < run; ++t) {
+                                const int ix = (ox0 + t) * op.sw - op.pl + kx;
+                                row[j + t] = ix >= 0 && ix < w.IW ? src[ix] : 0.0f;
+                            }
+                        }
+                        j += run;
                     }
                 }
     }
@@ -279,7 +375,8 @@ private:
         const Window w(g_, op);
         const bool max = op.kind == InferOpKind::MaxPool;
         const int planes = count * w.C, par = fast_ ? threads_ : 1;
-#pragma omp parallel for num_threads(par) if (par > 1)
+        const int64_t outputs = int64_t(planes) * w.OH * w.OW;
+#pragma omp parallel for num_threads(par) if (par > 1 && outputs >= kParallelMin)
         for (int p = 0; p < planes; ++p) {
             const float* in = x + size_t(p) * w.IH * w.IW;
             float* out = y + size_t(p) * w.OH * w.OW;
@@ -307,7 +404,8 @@ private:
     const InferGraph& g_;
     bool fast_;
     int batch_, threads_ = 1;
-    std::vector<std::vector<float>> slots_, cols_;
+    std::vector<std::vector<float>> slots_, cols_, taps_;  // cols_: per thread
+    std::vector<float> padded_;
     std::vector<double> ms_;
 };
 
