@@ -96,7 +96,7 @@ public:
             const Window w(g_, op);
             if (!shifted(op, w)) {
                 const size_t depth = size_t(w.C) * op.kh * op.kw;
-                col = std::max(col, depth * size_t(block_pixels(depth, w.OH * w.OW)));
+                col = std::max(col, depth * size_t(block_pixels(depth, w.OC, w.OH * w.OW)));
                 continue;
             }
             const int PH = w.IH + op.pt + op.pb, PW = w.IW + op.pl + op.pr;
@@ -151,9 +151,10 @@ private:
 
     float* slot(int value) { return slots_[size_t(g_.slot_of[value])].data(); }
 
-    // Output pixels per im2col block: the block's windows (depth floats each) within ~2 MiB.
-    static int block_pixels(size_t depth, int pixels) {
-        const int fit = int(std::max<size_t>(64, (size_t(2) << 20) / (4 * depth)) / 16 * 16);
+    // Output pixels per im2col block: the block's windows (depth floats each) and its outputs
+    // (maps floats each) within ~1 MiB each, so that the bias and activation find them in cache.
+    static int block_pixels(size_t depth, int maps, int pixels) {
+        const int fit = int(std::max<size_t>(64, (size_t(1) << 18) / std::max(depth, size_t(maps))) / 16 * 16);
         return std::min(pixels, fit);
     }
 
@@ -291,7 +292,7 @@ private:
     // when the pixel blocks are too few to give every thread one.
     void conv_fast(const InferOp& op, const float* x, float* y, int count) {
         const Window w(g_, op);
-        const int P = w.OH * w.OW, depth = w.C * op.kh * op.kw, pb = block_pixels(size_t(depth), P);
+        const int P = w.OH * w.OW, depth = w.C * op.kh * op.kw, pb = block_pixels(size_t(depth), w.OC, P);
         const int pblocks = (P + pb - 1) / pb, per_sample = pblocks * count;
         const int mblocks = per_sample >= threads_ ? 1 : std::min(w.OC / 16 + 1, (threads_ + per_sample - 1) / per_sample);
         const int mb = (w.OC + mblocks - 1) / mblocks;
