@@ -42,18 +42,32 @@ std::string default_tuning_path() {
     return "";
 }
 
-std::vector<TuningEntry> read_tuning(const std::string& path) {
+std::vector<std::pair<int, std::vector<std::string>>> read_tsv_lines(const std::string& path, const std::string& what) {
     std::ifstream in(path);
     if (!in) {
         if (!std::filesystem::exists(path)) return {};
-        throw Error("cannot read the tuning cache " + path);
+        throw Error("cannot read the " + what + " " + path);
     }
-    std::vector<TuningEntry> entries;
+    std::vector<std::pair<int, std::vector<std::string>>> lines;
     int number = 0;
     for (std::string line; std::getline(in, line);) {
         ++number;
-        if (line.empty() || line[0] == '#') continue;
-        const auto f = split_tabs(line);
+        if (!line.empty() && line[0] != '#') lines.emplace_back(number, split_tabs(line));
+    }
+    return lines;
+}
+
+void write_cache_file(const std::string& path, const std::string& contents) {
+    const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+    std::error_code ec;
+    if (!folder.empty()) std::filesystem::create_directories(folder, ec);
+    if (ec) throw Error("cannot create the folder " + folder.string() + " for the tuning cache: " + ec.message());
+    write_file_atomic(path, contents);
+}
+
+std::vector<TuningEntry> read_tuning(const std::string& path) {
+    std::vector<TuningEntry> entries;
+    for (const auto& [number, f] : read_tsv_lines(path, "tuning cache")) {
         const std::string where = "tuning cache " + path + " line " + std::to_string(number) + ": ";
         if (f.size() != 7 && f.size() != 8)
             throw Error(where + "expected 8 tab-separated fields, found " + std::to_string(f.size()));
@@ -85,11 +99,7 @@ void store_tuning(const std::string& path, const TuningEntry& entry) {
     for (const auto& e : entries)
         out << e.key.platform << '\t' << e.key.device << '\t' << e.key.driver << '\t' << e.key.variant << '\t'
             << e.key.batch << '\t' << e.group << '\t' << e.us_per_step << '\t' << e.key.model << '\n';
-    const std::filesystem::path folder = std::filesystem::path(path).parent_path();
-    std::error_code ec;
-    if (!folder.empty()) std::filesystem::create_directories(folder, ec);
-    if (ec) throw Error("cannot create the folder " + folder.string() + " for the tuning cache: " + ec.message());
-    write_file_atomic(path, out.str());
+    write_cache_file(path, out.str());
 }
 
 std::optional<int> find_tuned_group(const std::vector<TuningEntry>& entries, const TuningKey& key) {

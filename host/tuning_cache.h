@@ -7,6 +7,7 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace lenet5 {
@@ -38,6 +39,13 @@ std::vector<TuningEntry> read_tuning(const std::string& path);
 // Adds `entry` to the file at `path`, replacing the entry with the same key; creates the folder.
 // Written atomically (atomic_file.h).
 void store_tuning(const std::string& path, const TuningEntry& entry);
+
+// The caches' common parts. The lines of the tab-separated file at `path` that are neither empty
+// nor '#' comments, each with its line number; none when the file does not exist. Throws Error
+// naming `what` and the path when it cannot be read.
+std::vector<std::pair<int, std::vector<std::string>>> read_tsv_lines(const std::string& path, const std::string& what);
+// Writes `contents` to `path` atomically (atomic_file.h), creating its folder.
+void write_cache_file(const std::string& path, const std::string& contents);
 
 // The tuned group for `key`, if the entries have one.
 std::optional<int> find_tuned_group(const std::vector<TuningEntry>& entries, const TuningKey& key);

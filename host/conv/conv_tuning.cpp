@@ -2,11 +2,9 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
-#include "atomic_file.h"
 #include "error.h"
 #include "tuning_cache.h"
 
@@ -31,19 +29,8 @@ std::string default_conv_tuning_path() {
 }
 
 std::vector<ConvTuningEntry> read_conv_tuning(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) {
-        if (!std::filesystem::exists(path)) return {};
-        throw Error("cannot read the convolution tuning cache " + path);
-    }
     std::vector<ConvTuningEntry> entries;
-    int number = 0;
-    for (std::string line; std::getline(in, line);) {
-        ++number;
-        if (line.empty() || line[0] == '#') continue;
-        std::vector<std::string> f;
-        std::istringstream fields(line);
-        for (std::string field; std::getline(fields, field, '\t');) f.push_back(field);
+    for (const auto& [number, f] : read_tsv_lines(path, "convolution tuning cache")) {
         const std::string where = "convolution tuning cache " + path + " line " + std::to_string(number) + ": ";
         if (f.size() != 6) throw Error(where + "expected 6 tab-separated fields, found " + std::to_string(f.size()));
         ConvTuningEntry e{f[0], f[1], f[2], f[3], ConvAlgo::Direct, std::strtod(f[5].c_str(), nullptr)};
@@ -91,11 +78,7 @@ void store_conv_tuning(const std::string& path, const ConvTuningEntry& entry) {
     for (const auto& e : entries)
         out << e.platform << '\t' << e.device << '\t' << e.driver << '\t' << e.shape << '\t' << algo_name(e.algo) << '\t'
             << e.ms << '\n';
-    const std::filesystem::path folder = std::filesystem::path(path).parent_path();
-    std::error_code ec;
-    if (!folder.empty()) std::filesystem::create_directories(folder, ec);
-    if (ec) throw Error("cannot create the folder " + folder.string() + " for the tuning cache: " + ec.message());
-    write_file_atomic(path, out.str());
+    write_cache_file(path, out.str());
 }
 
 }  // namespace lenet5::conv
