@@ -201,7 +201,9 @@ TEST_F(OpenCLConvTest, CLBlastIsAClearErrorWithoutIt) {
 }
 #endif
 
-TEST_F(OpenCLConvTest, AutoTakesTheChosenAlgorithm) {
+// One test (ctest runs each in its own process, which builds the kernels again): choose(), then a
+// tuning cache read by a new OpenCLConv.
+TEST_F(OpenCLConvTest, AutoTakesTheChosenOrTunedAlgorithm) {
     const ConvShape s = kShapes[0];
     EXPECT_EQ(conv_->resolve(ConvAlgo::Auto, s), ConvAlgo::Direct);
     conv_->choose(s, ConvAlgo::Im2col);
@@ -211,20 +213,19 @@ TEST_F(OpenCLConvTest, AutoTakesTheChosenAlgorithm) {
     expect_close(device_results(ConvAlgo::Auto, s, t, Activation::None),
                  host_results(ConvAlgo::Direct, s, t, Activation::None), "auto");
     conv_->choose(s, ConvAlgo::Direct);
-}
 
-TEST_F(OpenCLConvTest, AutoReadsTheTuningCache) {
     const std::string path = temp_path("auto.tsv");
     std::remove(path.c_str());
-    const ConvShape s = kShapes[1];
-    store_conv_tuning(path, {device_->platform_name, device_->name, device_->driver, s.describe(), ConvAlgo::Im2col, 1.0});
+    const ConvShape tuned_shape = kShapes[1];
+    store_conv_tuning(path, {device_->platform_name, device_->name, device_->driver, tuned_shape.describe(),
+                             ConvAlgo::Im2col, 1.0});
     const char* before = std::getenv("LENET5_CONV_TUNING");
     const std::string saved = before ? before : "";
     setenv("LENET5_CONV_TUNING", path.c_str(), 1);
     const OpenCLConv tuned(*context_, device_->device, *queue_);
     if (before) setenv("LENET5_CONV_TUNING", saved.c_str(), 1);
     else unsetenv("LENET5_CONV_TUNING");
-    EXPECT_EQ(tuned.resolve(ConvAlgo::Auto, s), ConvAlgo::Im2col);
+    EXPECT_EQ(tuned.resolve(ConvAlgo::Auto, tuned_shape), ConvAlgo::Im2col);
     EXPECT_EQ(tuned.resolve(ConvAlgo::Auto, kShapes[2]), ConvAlgo::Direct);  // untuned: the default
     std::remove(path.c_str());
 }
