@@ -13,7 +13,7 @@ cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWith
       -DLENET5_TESTS=OFF -DLENET5_BENCH=OFF -DLENET5_OPENCL=OFF >/dev/null
 targets=(idx checkpoint model)
 # fuzz_onnx exists when the build found the ONNX library.
-if cmake --build build-fuzz --target help | grep -q fuzz_onnx; then targets+=(onnx); fi
+if cmake --build build-fuzz --target help | grep fuzz_onnx >/dev/null; then targets+=(onnx); fi
 cmake --build build-fuzz -j "$(nproc)" --target "${targets[@]/#/fuzz_}" lenet5
 
 # Seeds: valid small files of each kind, made fresh so they follow the current format.
