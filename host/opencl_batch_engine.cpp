@@ -425,11 +425,13 @@ void OpenCLBatchEngine::plan_layer(size_t k, int count) {
 std::optional<conv::ConvAlgo> OpenCLBatchEngine::conv_algo_for(size_t k, int count) const {
     const LayerSpec& l = net_.layers[k];
     if (l.connections() != l.in.c * l.out.c) return std::nullopt;  // a connection table: the kernels above
+    if (conv_algo_ == conv::ConvAlgo::Own) return std::nullopt;
     if (conv_algo_ != conv::ConvAlgo::Auto) return conv_algo_;
     const conv::ConvShape s{count, l.in.c, l.in.h, l.in.w, l.out.c, l.kernel, l.stride, l.pad};
     const auto it = tuned_conv_.find(s.describe());
-    // Tuned CLBlast cannot be planned: then the kernels above, as untuned.
-    if (it == tuned_conv_.end() || it->second == conv::ConvAlgo::CLBlast) return std::nullopt;
+    // Untuned, tuned own, or tuned CLBlast (which cannot be planned): the kernels above.
+    if (it == tuned_conv_.end() || it->second == conv::ConvAlgo::CLBlast || it->second == conv::ConvAlgo::Own)
+        return std::nullopt;
     return it->second;
 }
 

@@ -26,8 +26,8 @@ public:
     // Throws Error when the device lacks what the variant needs (gpu-constant: a convolution's
     // or subsampling's weights larger than its __constant buffer).
     // conv_algo: how convolutions whose maps all read every input map run (host/conv/): Direct,
-    // Im2col, or Auto (what `lenet5 tune --conv` found fastest for the layer's shape and batch on
-    // this device, else this engine's own convolution kernels). CLBlast cannot be planned ahead:
+    // Im2col, Own (this engine's own convolution kernels), or Auto (what `lenet5 tune --conv` found
+    // fastest for the layer's shape and batch on this device, own included; untuned: own). CLBlast cannot be planned ahead:
     // asking for it throws Error when a step is planned.
     OpenCLBatchEngine(Network net, MemoryVariant memory, const OpenCLDevice& device,
                       conv::ConvAlgo conv_algo = conv::ConvAlgo::Auto);

@@ -4,6 +4,11 @@
 #ifdef LENET5_HAVE_OPENCL
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <unistd.h>
+
+#include "conv/conv_tuning.h"
 #include "opencl_batch_engine.h"
 #include "test_support.h"
 
@@ -44,6 +49,32 @@ TEST(ConvEngineClblast, IsRefusedWithAClearError) {
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("clblast"), std::string::npos) << e.what();
     }
+}
+
+// Auto follows the convolution tuning cache: a shape tuned `own` keeps the engine's own kernels
+// (tune --conv found them fastest), one tuned `direct` runs OpenCLConv's direct kernels.
+TEST(ConvEngineAuto, FollowsTheTunedAlgorithmOwnIncluded) {
+    const Network net = conv_network();
+    const OpenCLDevice device = select_opencl_device(-1);
+    const std::string cache = (std::filesystem::temp_directory_path() /
+                               ("lenet5-conv-engine-" + std::to_string(::getpid()) + ".tsv")).string();
+    setenv("LENET5_CONV_TUNING", cache.c_str(), 1);
+    const std::string c1 = conv::ConvShape{4, 1, 28, 28, 5, 3, 2, 1}.describe();  // C1 at batch 4
+    for (conv::ConvAlgo tuned : {conv::ConvAlgo::Own, conv::ConvAlgo::Direct}) {
+        conv::store_conv_tuning(cache, {device.platform_name, device.name, device.driver, c1, tuned, 1.0});
+        OpenCLBatchEngine engine(net, MemoryVariant::Local, device, conv::ConvAlgo::Auto);
+        engine.profile_kernels();
+        test::expect_matches_cpu(engine, net, 4);
+        bool direct = false, own = false;
+        for (const KernelTime& t : engine.take_kernel_times()) {
+            direct |= t.name.rfind("C1 direct ", 0) == 0;
+            own |= t.name.rfind("C1 conv_", 0) == 0;
+        }
+        EXPECT_EQ(direct, tuned == conv::ConvAlgo::Direct) << conv::algo_name(tuned);
+        EXPECT_EQ(own, tuned == conv::ConvAlgo::Own) << conv::algo_name(tuned);
+    }
+    unsetenv("LENET5_CONV_TUNING");
+    std::filesystem::remove(cache);
 }
 
 }  // namespace

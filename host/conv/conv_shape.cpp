@@ -25,14 +25,15 @@ const char* algo_name(ConvAlgo algo) {
         case ConvAlgo::Direct: return "direct";
         case ConvAlgo::Im2col: return "im2col";
         case ConvAlgo::CLBlast: return "clblast";
+        case ConvAlgo::Own: return "own";
     }
     return "auto";
 }
 
 ConvAlgo parse_algo(const std::string& name) {
-    for (ConvAlgo a : {ConvAlgo::Auto, ConvAlgo::Direct, ConvAlgo::Im2col, ConvAlgo::CLBlast})
+    for (ConvAlgo a : {ConvAlgo::Auto, ConvAlgo::Direct, ConvAlgo::Im2col, ConvAlgo::CLBlast, ConvAlgo::Own})
         if (name == algo_name(a)) return a;
-    throw UsageError("unknown convolution algorithm '" + name + "' (auto, direct, im2col or clblast)");
+    throw UsageError("unknown convolution algorithm '" + name + "' (auto, direct, im2col, clblast or own)");
 }
 
 bool algo_built(ConvAlgo algo) {

@@ -30,11 +30,13 @@ struct ConvShape {
 
 // direct: tiled kernels that read the input where it lies; im2col: the windows unrolled into a
 // matrix, then a GEMM; clblast: CLBlast's Convgemm / Im2col / Col2im / GEMM. auto: what `lenet5 tune`
-// measured fastest for the shape on the device, else conv_default_algo.
-enum class ConvAlgo { Auto, Direct, Im2col, CLBlast };
+// measured fastest for the shape on the device, else conv_default_algo. own: not OpenCLConv's but
+// the batch-level engine's own convolution kernels (train/eval, `tune --conv` times them too);
+// OpenCLConv refuses it, and its Auto reads a tuned `own` as direct.
+enum class ConvAlgo { Auto, Direct, Im2col, CLBlast, Own };
 
 const char* algo_name(ConvAlgo algo);
-// "auto", "direct", "im2col" or "clblast"; anything else throws UsageError naming the value.
+// "auto", "direct", "im2col", "clblast" or "own"; anything else throws UsageError naming the value.
 ConvAlgo parse_algo(const std::string& name);
 // Whether this build has the algorithm (clblast needs LENET5_HAVE_CLBLAST).
 bool algo_built(ConvAlgo algo);

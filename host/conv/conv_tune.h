@@ -1,7 +1,8 @@
 // `lenet5 tune --conv`: for each convolution of the model whose output maps read every input map,
 // at the tune's batch size, times each algorithm this build has (forward and both backward passes,
-// device time, median of 5 runs), prints the times and records the fastest in the convolution
-// tuning cache (conv_tuning.h), which OpenCLConv's Auto then uses on this device.
+// device time): own (the batch-level engine's own kernels), direct and im2col as a training step of
+// that engine runs them, clblast alone; prints the times and records the fastest in the convolution
+// tuning cache (conv_tuning.h), which train's and OpenCLConv's Auto then use on this device.
 #pragma once
 #include <ostream>
 

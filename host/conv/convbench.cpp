@@ -86,7 +86,7 @@ Options parse(const std::vector<std::string>& args) {
             std::stringstream items(value());
             for (std::string a; std::getline(items, a, ',');) {
                 const ConvAlgo algo = parse_algo(a);
-                if (algo == ConvAlgo::Auto) throw UsageError(flag + ": name the algorithms (direct, im2col, clblast)");
+                if (algo == ConvAlgo::Auto || algo == ConvAlgo::Own) throw UsageError(flag + ": name the algorithms (direct, im2col, clblast)");
                 o.algos.push_back(algo);
             }
             if (o.algos.empty()) throw UsageError(flag + " needs a value");

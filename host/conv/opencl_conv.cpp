@@ -174,6 +174,8 @@ OpenCLConv::OpenCLConv(const cl::Context& context, const cl::Device& device, con
         // Auto's choices: what `lenet5 tune --conv` measured on this device and driver.
         chosen_ = tuned_conv_algos(cl::Platform(device.getInfo<CL_DEVICE_PLATFORM>()).getInfo<CL_PLATFORM_NAME>(),
                                    device.getInfo<CL_DEVICE_NAME>(), device.getInfo<CL_DRIVER_VERSION>());
+        for (auto it = chosen_.begin(); it != chosen_.end();)  // the engine's own kernels: OpenCLConv's default
+            it = it->second == ConvAlgo::Own ? chosen_.erase(it) : std::next(it);
     });
 }
 
@@ -194,6 +196,8 @@ ConvAlgo checked(ConvAlgo algo, const ConvShape& s, bool planning) {
     if (!algo_built(algo))
         throw Error("the clblast convolution algorithm needs CLBlast, and this build has none (apt-get install "
                     "libclblast-dev, then rebuild with LENET5_CLBLAST=ON)");
+    if (algo == ConvAlgo::Own)
+        throw Error("the own convolution algorithm is the batch-level engine's (train, eval): use direct, im2col or clblast");
     if (algo == ConvAlgo::CLBlast && planning)
         throw Error("the clblast convolution algorithm enqueues its own commands and cannot be planned ahead "
                     "(the batch-level engine's steps): use direct or im2col");
@@ -232,6 +236,7 @@ void OpenCLConv::forward(ConvAlgo algo, const ConvShape& s, const cl::Buffer& in
     cl_checked([&] {
         switch (checked(resolve(algo, s), s, plan_ != nullptr)) {
             case ConvAlgo::Auto:
+            case ConvAlgo::Own:  // refused by checked()
             case ConvAlgo::Direct: m.direct_forward(s, in, w, b, out, a); return;
             case ConvAlgo::CLBlast: {
 #ifdef LENET5_HAVE_CLBLAST
@@ -281,6 +286,7 @@ void OpenCLConv::pure_backward_data(ConvAlgo algo, const ConvShape& s, const cl:
         const size_t P = size_t(s.out_h()) * s.out_w();
         switch (checked(resolve(algo, s), s, plan_ != nullptr)) {
             case ConvAlgo::Auto:
+            case ConvAlgo::Own:  // refused by checked()
             case ConvAlgo::Direct:
                 if (s.stride == 1) {
                     // The forward convolution of d_out with the flipped, transposed weights, padded by K-1-P.
@@ -330,6 +336,7 @@ void OpenCLConv::backward_weights(ConvAlgo algo, const ConvShape& s, const cl::B
         const size_t P = size_t(OH) * s.out_w(), W = s.weight_size();
         switch (checked(resolve(algo, s), s, plan_ != nullptr)) {
             case ConvAlgo::Auto:
+            case ConvAlgo::Own:  // refused by checked()
             case ConvAlgo::Direct: {
                 // Shares of `per` samples x `rows` output rows, enough for about kShareItems items.
                 const size_t cols = W + size_t(s.out_c);
