@@ -74,51 +74,51 @@ float reference_output(const ConvShape& s, const float* in, const float* w, cons
     const int x = int(i % OW), y = int(i / OW % OH), m = int(i / (size_t(OW) * OH) % s.out_c);
     const size_t n = i / (size_t(OW) * OH * s.out_c);
     const float* src = in + n * s.in_c * s.in_h * s.in_w;
-    float sum = 0.0f;
+    double sum = 0.0;
     for (int c = 0; c < s.in_c; ++c)
         for (int t = 0; t < K * K; ++t) {
             const long at = tap(s, c, y, x, t / K, t % K);
-            if (at >= 0) sum += src[at] * w[(size_t(m) * s.in_c + c) * K * K + t];
+            if (at >= 0) sum += double(src[at]) * w[(size_t(m) * s.in_c + c) * K * K + t];
         }
-    return activate(act, sum + b[m]);
+    return activate(act, float(sum + b[m]));
 }
 
 float reference_d_in(const ConvShape& s, const float* d_out, const float* w, size_t i) {
     const int K = s.kernel, OH = s.out_h(), OW = s.out_w(), S = s.stride;
     const int ix = int(i % s.in_w), iy = int(i / s.in_w % s.in_h), c = int(i / (size_t(s.in_w) * s.in_h) % s.in_c);
     const size_t n = i / (size_t(s.in_w) * s.in_h * s.in_c);
-    float sum = 0.0f;
+    double sum = 0.0;
     for (int m = 0; m < s.out_c; ++m)
         for (int ky = 0; ky < K; ++ky)
             for (int kx = 0; kx < K; ++kx) {
                 const int ty = iy + s.pad - ky, tx = ix + s.pad - kx;  // = y*S, x*S
                 if (ty < 0 || tx < 0 || ty % S || tx % S || ty / S >= OH || tx / S >= OW) continue;
-                sum += d_out[((n * s.out_c + m) * OH + ty / S) * OW + tx / S] *
+                sum += double(d_out[((n * s.out_c + m) * OH + ty / S) * OW + tx / S]) *
                        w[((size_t(m) * s.in_c + c) * K + ky) * K + kx];
             }
-    return sum;
+    return float(sum);
 }
 
 float reference_d_w(const ConvShape& s, const float* in, const float* d_out, size_t i) {
     const int K = s.kernel, OH = s.out_h(), OW = s.out_w(), t = int(i % (K * K));
     const int c = int(i / (K * K) % s.in_c), m = int(i / (size_t(K) * K * s.in_c));
     const size_t in_n = size_t(s.in_c) * s.in_h * s.in_w, out_n = size_t(s.out_c) * OH * OW;
-    float sum = 0.0f;
+    double sum = 0.0;
     for (int n = 0; n < s.batch; ++n)
         for (int y = 0; y < OH; ++y)
             for (int x = 0; x < OW; ++x) {
                 const long at = tap(s, c, y, x, t / K, t % K);
-                if (at >= 0) sum += d_out[n * out_n + (size_t(m) * OH + y) * OW + x] * in[n * in_n + at];
+                if (at >= 0) sum += double(d_out[n * out_n + (size_t(m) * OH + y) * OW + x]) * in[n * in_n + at];
             }
-    return sum;
+    return float(sum);
 }
 
 float reference_d_b(const ConvShape& s, const float* d_out, int o) {
     const size_t P = size_t(s.out_h()) * s.out_w();
-    float sum = 0.0f;
+    double sum = 0.0;
     for (int n = 0; n < s.batch; ++n)
         for (size_t p = 0; p < P; ++p) sum += d_out[(size_t(n) * s.out_c + o) * P + p];
-    return sum;
+    return float(sum);
 }
 
 void host_forward(ConvAlgo algo, const ConvShape& s, const float* in, const float* w, const float* b, float* out,
