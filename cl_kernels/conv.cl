@@ -86,6 +86,40 @@ CV_DIRECT(cv_direct_m16, K, S, 4, 8, 8)
 CV_DIRECT(cv_direct_m4_k3, 3, 1, 1, 16, 16)
 CV_DIRECT(cv_direct_m4, K, S, 1, 16, 16)
 
+// Direct forward for at most CV_FEW_MAPS output maps at strides above 1 (the seed's 3 channels,
+// one filter): memory-bound, so no __local staging (the tiles above would stage whole strided
+// rows, 4 to 64 maps of filters and 32 sums per item for one map). An item computes output (y, x)
+// of every map from global memory: a warp's loads of a tap row are neighbouring x*S + kx, so the
+// K loads of the row cover one contiguous stretch of the input row (the line the first load brings
+// serves the next taps from L1), and each input element is fetched about once (twice where windows
+// of stride 2 overlap). NDRange (round_up(OW, WG), OH, batch).
+#define CV_FEW_MAPS 4
+__kernel void cv_direct_few(__global const float* in, __global const float* w, __global const float* b,
+                            __global float* out, int IC, int IH, int IW, int OC, int OH, int OW, int K, int S, int P,
+                            int act) {
+    const int x = (int)get_global_id(0), y = (int)get_global_id(1), s = (int)get_global_id(2);
+    if (x >= OW) return;
+    float acc[CV_FEW_MAPS] = {0.0f};
+    const int iy0 = y * S - P, ix0 = x * S - P, KK = K * K;
+    for (int c = 0; c < IC; ++c) {
+        __global const float* src = in + ((size_t)s * IC + c) * IH * IW;
+        for (int ky = 0; ky < K; ++ky) {
+            const int iy = iy0 + ky;
+            if (iy < 0 || iy >= IH) continue;
+            for (int kx = 0; kx < K; ++kx) {
+                const int ix = ix0 + kx;
+                const float v = ix >= 0 && ix < IW ? src[(size_t)iy * IW + ix] : 0.0f;
+#pragma unroll
+                for (int o = 0; o < CV_FEW_MAPS; ++o)
+                    if (o < OC) acc[o] = mad(w[((size_t)o * IC + c) * KK + ky * K + kx], v, acc[o]);
+            }
+        }
+    }
+#pragma unroll
+    for (int o = 0; o < CV_FEW_MAPS; ++o)
+        if (o < OC) out[(((size_t)s * OC + o) * OH + y) * OW + x] = act_forward(act, acc[o] + b[o]);
+}
+
 // wf[c][o][ky][kx] = w[o][c][K-1-ky][K-1-kx]: with these weights and padding K-1-P, the direct
 // forward kernel of stride 1 computes the input gradient. NDRange (round_up(OC*IC*K*K, WG)).
 __kernel void cv_flip_weights(__global const float* w, __global float* wf, int IC, int OC, int K) {

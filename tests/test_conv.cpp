@@ -29,11 +29,13 @@ constexpr double kTolerance = 1e-4;
 // batch, in maps, in height, in width, out maps, kernel, stride, pad.
 const std::vector<ConvShape> kShapes = {
     {2, 3, 9, 11, 5, 3, 1, 1},    // odd sizes, padded, the m4 tile with the 3x3 kernel
-    {1, 2, 10, 10, 3, 3, 2, 1},   // stride 2
+    {1, 2, 10, 10, 3, 3, 2, 1},   // stride 2, few maps: cv_direct_few
+    {2, 3, 14, 14, 1, 3, 3, 1},   // the seed's case: 3 maps, one filter, stride 3 (cv_direct_few)
     {2, 4, 13, 8, 7, 5, 3, 2},    // stride 3, 5x5
     {1, 5, 7, 6, 20, 1, 1, 0},    // 1x1, the m16 tile
     {2, 20, 10, 12, 70, 3, 1, 1}, // many maps: the m64 tile, two map tiles, two rounds of channels
     {1, 1, 5, 140, 2, 3, 1, 1},   // a wide plane: two column tiles of m4
+    {1, 2, 6, 9, 5, 5, 1, 2},     // m4 with a 5x5 kernel (not _k3)
     {3, 6, 6, 6, 9, 4, 2, 3},     // even kernel, padding of kernel - 1
 };
 
@@ -104,6 +106,7 @@ TEST(ConvReference, BadShapesAndNamesAreOneLineErrors) {
     EXPECT_THROW((ConvShape{0, 1, 4, 4, 1, 3, 1, 0}.validate()), Error);
     EXPECT_THROW(parse_algo("winograd"), UsageError);
     EXPECT_EQ(parse_algo("im2col"), ConvAlgo::Im2col);
+    EXPECT_EQ(parse_algo("own"), ConvAlgo::Own);
 }
 
 std::string temp_path(const std::string& name) { return ::testing::TempDir() + "lenet5_conv_" + name; }
@@ -192,7 +195,7 @@ TEST_F(OpenCLConvTest, Im2colMatchesReference) { check(ConvAlgo::Im2col); }
 #ifdef LENET5_HAVE_CLBLAST
 // CLBlast compiles each routine's kernels on first use, seconds each on PoCL (about 20 s in all on
 // 2 cores): one shape, the one with padding, stride 3 and a 5x5 kernel, takes every routine.
-TEST_F(OpenCLConvTest, CLBlastMatchesReference) { check(ConvAlgo::CLBlast, 1, 2); }
+TEST_F(OpenCLConvTest, CLBlastMatchesReference) { check(ConvAlgo::CLBlast, 1, 3); }
 #else
 TEST_F(OpenCLConvTest, CLBlastIsAClearErrorWithoutIt) {
     const ConvShape s = kShapes[0];
@@ -212,6 +215,7 @@ TEST_F(OpenCLConvTest, AutoTakesTheChosenOrTunedAlgorithm) {
     const Tensors t(s);
     expect_close(device_results(ConvAlgo::Auto, s, t, Activation::None),
                  host_results(ConvAlgo::Direct, s, t, Activation::None), "auto");
+    EXPECT_THROW(device_results(ConvAlgo::Own, s, t, Activation::None), Error);  // the batch-level engine's
     conv_->choose(s, ConvAlgo::Direct);
 
     const std::string path = temp_path("auto.tsv");
@@ -219,6 +223,8 @@ TEST_F(OpenCLConvTest, AutoTakesTheChosenOrTunedAlgorithm) {
     const ConvShape tuned_shape = kShapes[1];
     store_conv_tuning(path, {device_->platform_name, device_->name, device_->driver, tuned_shape.describe(),
                              ConvAlgo::Im2col, 1.0});
+    store_conv_tuning(path, {device_->platform_name, device_->name, device_->driver, kShapes[3].describe(),
+                             ConvAlgo::Own, 1.0});
     const char* before = std::getenv("LENET5_CONV_TUNING");
     const std::string saved = before ? before : "";
     setenv("LENET5_CONV_TUNING", path.c_str(), 1);
@@ -227,6 +233,7 @@ TEST_F(OpenCLConvTest, AutoTakesTheChosenOrTunedAlgorithm) {
     else unsetenv("LENET5_CONV_TUNING");
     EXPECT_EQ(tuned.resolve(ConvAlgo::Auto, tuned_shape), ConvAlgo::Im2col);
     EXPECT_EQ(tuned.resolve(ConvAlgo::Auto, kShapes[2]), ConvAlgo::Direct);  // untuned: the default
+    EXPECT_EQ(tuned.resolve(ConvAlgo::Auto, kShapes[3]), ConvAlgo::Direct);  // tuned own: the engine's, so the default
     std::remove(path.c_str());
 }
 #endif

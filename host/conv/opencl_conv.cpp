@@ -35,6 +35,8 @@ struct DirectTile {
 constexpr std::array<DirectTile, 3> kDirectTiles{{{"cv_direct_m64", 64, 8, 16},
                                                   {"cv_direct_m16", 16, 8, 64},
                                                   {"cv_direct_m4", 4, 16, 128}}};
+// At most this many output maps at strides above 1: cv_direct_few instead (conv.cl's CV_FEW_MAPS).
+constexpr int kFewMaps = 4;
 
 // The scratch buffers of one OpenCLConv.
 enum Scratch { kCol, kReorder, kSlices, kFlipped, kZeros, kScratchCount };
@@ -208,6 +210,12 @@ ConvAlgo checked(ConvAlgo algo, const ConvShape& s, bool planning) {
 
 void OpenCLConv::Impl::direct_forward(const ConvShape& s, const cl::Buffer& in, const cl::Buffer& w,
                                       const cl::Buffer& b, const cl::Buffer& out, int act) {
+    if (s.out_c <= kFewMaps && s.stride > 1) {  // memory-bound: cv_direct_few reads the input where it lies
+        launch("cv_direct_few", cl::NDRange(round_up(size_t(s.out_w()), wg), size_t(s.out_h()), size_t(s.batch)),
+               cl::NDRange(wg, 1, 1), in, w, b, out, s.in_c, s.in_h, s.in_w, s.out_c, s.out_h(), s.out_w(), s.kernel,
+               s.stride, s.pad, act);
+        return;
+    }
     // The tile for the number of maps, else the first whose one-channel round fits __local memory.
     const size_t first = s.out_c >= 48 ? 0 : s.out_c >= 12 ? 1 : 2;
     const bool k3 = s.kernel == 3 && s.stride == 1;

@@ -16,7 +16,8 @@
 // run in a fixed order: the same inputs give the same bits.
 //
 // Algorithms: Direct (tiled kernels with the input tile and the filters in __local memory, 32
-// outputs per item; the fastest for 3x3 layers of many maps), Im2col (the windows as a matrix, then
+// outputs per item; the fastest for 3x3 layers of many maps; at most 4 output maps at strides
+// above 1, a kernel that reads the input from global memory once, one output per item), Im2col (the windows as a matrix, then
 // batch_layers.cl's GEMM), CLBlast (Convgemm; Im2col/Col2im + GEMM backward; an Error when the build
 // has no CLBlast), Auto (resolve()). Errors (bad shape, a device that cannot run it, an OpenCL
 // failure) throw lenet5::Error with one line.
