@@ -14,6 +14,7 @@
 
 #include "conv/conv_reference.h"
 #include "conv/conv_tuning.h"
+#include "error.h"
 #include "rng.h"
 #ifdef LENET5_HAVE_OPENCL
 #include "conv/opencl_conv.h"

@@ -62,6 +62,7 @@ public:
         ASSERT_NE(::mkdtemp(tmpl.data()), nullptr) << tmpl << ": " << std::strerror(errno);
         dir_ = tmpl;
         for (const char* name : {"TEST_TMPDIR", "TMPDIR"}) ::setenv(name, dir_.c_str(), 1);
+        share_pocl_kernel_cache();
         ::setenv("XDG_CACHE_HOME", (dir_ + "/cache").c_str(), 1);
     }
     void TearDown() override {
@@ -70,6 +71,20 @@ public:
     }
 
 private:
+    // PoCL keeps its compiled kernels under XDG_CACHE_HOME too: left there, every test process
+    // (one per test under ctest) would compile every kernel again, tens of seconds for CLBlast's.
+    // Its cache (keyed by source and options) stays the user's, shared by the test processes.
+    static void share_pocl_kernel_cache() {
+        if (const char* set = std::getenv("POCL_CACHE_DIR"); set && *set) return;
+        const char* xdg = std::getenv("XDG_CACHE_HOME");
+        const char* home = std::getenv("HOME");
+        if (!(xdg && *xdg) && !(home && *home)) return;
+        const fs::path dir = (xdg && *xdg ? fs::path(xdg) : fs::path(home) / ".cache") / "pocl" / "kcache";
+        std::error_code ec;
+        fs::create_directories(dir, ec);
+        if (!ec) ::setenv("POCL_CACHE_DIR", dir.c_str(), 1);
+    }
+
     std::string dir_;
 };
 
