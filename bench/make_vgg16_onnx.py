@@ -16,6 +16,7 @@ Needs python3 with torch (Debian python3-torch) and numpy;
 torch.onnx.export works without the onnx Python package.
 """
 import argparse
+import inspect
 import json
 import sys
 import time
@@ -85,8 +86,11 @@ def make(kind, seed):
 def export(kind, out, seed):
     model, shape = make(kind, seed)
     x = torch.zeros((1,) + shape)
+    # The TorchScript exporter where torch has both: the newer (dynamo) one exports at opset 18 and
+    # fails to convert down to 13.
+    legacy = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
     torch.onnx.export(model, x, out, input_names=["input"], output_names=["output"],
-                      dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}}, opset_version=13)
+                      dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}}, opset_version=13, **legacy)
 
 
 def torch_run(kind, x_path, y_path, seed, batch, repeats):

@@ -289,6 +289,17 @@ TEST(OnnxInfer, MalformedModelsGetOneLineErrorsNamingNodeAndOperator) {
         c.node("Relu", {"nothing"}, "y");
         EXPECT_EQ(error_of(c.bytes("y")), "m.onnx: node 'y_node' (Relu): input 'nothing' is not computed by any node before it");
     }
+    {  // Reshape with allowzero=1: fine without 0 entries, refused with one
+        for (const int64_t first : {int64_t{-1}, int64_t{0}}) {
+            ModelBuilder b({2, 3});
+            b.ints("shape", {first, 6});
+            auto* r = b.node("Reshape", {"x", "shape"}, "y");
+            ModelBuilder::attr(r, "allowzero", 1);
+            EXPECT_EQ(error_of(b.bytes("y")),
+                      first == 0 ? "m.onnx: node 'y_node' (Reshape): allowzero=1 with a 0 entry (an empty tensor) is not supported"
+                                 : "(no error)");
+        }
+    }
     // Not a model at all, and a model cut short.
     EXPECT_EQ(error_of("hello"), "m.onnx: not an ONNX model (the protobuf does not parse)");
     const std::string whole = every_op_model();

@@ -2,6 +2,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -398,7 +399,10 @@ private:
             if (n.input_size() < 2 || !constants_.count(n.input(1))) fail(n, "the shape must be an initializer or a Constant");
             const Constant& s = constants_.at(n.input(1));
             if (!s.is_int || s.dims.size() != 1 || s.i.empty()) fail(n, "the shape is not a 1-D int64 tensor");
-            if (attr_int(n, "allowzero", 0) != 0) fail(n, "allowzero=1 is not supported");
+            // allowzero=1 (PyTorch's newer exporter sets it) makes a 0 entry an empty dimension instead
+            // of a copy of the input's; without 0 entries it changes nothing.
+            if (attr_int(n, "allowzero", 0) != 0 && std::find(s.i.begin(), s.i.end(), 0) != s.i.end())
+                fail(n, "allowzero=1 with a 0 entry (an empty tensor) is not supported");
             // The first entry keeps the batch: 0, -1 (with every other entry known) or any number
             // (the batch the model was exported with).
             out.assign(s.i.begin() + 1, s.i.end());
