@@ -101,6 +101,15 @@ TEST(ConvReference, Im2colMatchesDirect) {
     }
 }
 
+// Untuned, auto takes im2col only for outputs of few positions over the batch (VGG16's deep layers at batch 1).
+TEST(ConvDefault, Im2colForFewOutputPositionsElseDirect) {
+    EXPECT_EQ(conv_default_algo({1, 512, 14, 14, 512, 3, 1, 1}), ConvAlgo::Im2col);
+    EXPECT_EQ(conv_default_algo({1, 256, 28, 28, 512, 3, 1, 1}), ConvAlgo::Im2col);
+    EXPECT_EQ(conv_default_algo({1, 256, 56, 56, 256, 3, 1, 1}), ConvAlgo::Direct);
+    EXPECT_EQ(conv_default_algo({16, 512, 14, 14, 512, 3, 1, 1}), ConvAlgo::Direct);
+    EXPECT_EQ(conv_default_algo({1, 3, 4096, 4096, 1, 3, 3, 1}), ConvAlgo::Direct);
+}
+
 TEST(ConvReference, BadShapesAndNamesAreOneLineErrors) {
     EXPECT_THROW((ConvShape{1, 1, 4, 4, 1, 3, 1, 3}.validate()), Error);   // pad >= kernel
     EXPECT_THROW((ConvShape{1, 1, 2, 2, 1, 5, 1, 1}.validate()), Error);   // kernel > padded input
@@ -209,7 +218,7 @@ TEST_F(OpenCLConvTest, CLBlastIsAClearErrorWithoutIt) {
 // tuning cache read by a new OpenCLConv.
 TEST_F(OpenCLConvTest, AutoTakesTheChosenOrTunedAlgorithm) {
     const ConvShape s = kShapes[0];
-    EXPECT_EQ(conv_->resolve(ConvAlgo::Auto, s), ConvAlgo::Direct);
+    EXPECT_EQ(conv_->resolve(ConvAlgo::Auto, s), conv_default_algo(s));
     conv_->choose(s, ConvAlgo::Im2col);
     EXPECT_EQ(conv_->resolve(ConvAlgo::Auto, s), ConvAlgo::Im2col);
     EXPECT_EQ(conv_->resolve(ConvAlgo::Direct, s), ConvAlgo::Direct);
@@ -233,8 +242,8 @@ TEST_F(OpenCLConvTest, AutoTakesTheChosenOrTunedAlgorithm) {
     if (before) setenv("LENET5_CONV_TUNING", saved.c_str(), 1);
     else unsetenv("LENET5_CONV_TUNING");
     EXPECT_EQ(tuned.resolve(ConvAlgo::Auto, tuned_shape), ConvAlgo::Im2col);
-    EXPECT_EQ(tuned.resolve(ConvAlgo::Auto, kShapes[2]), ConvAlgo::Direct);  // untuned: the default
-    EXPECT_EQ(tuned.resolve(ConvAlgo::Auto, kShapes[3]), ConvAlgo::Direct);  // tuned own: the engine's, so the default
+    EXPECT_EQ(tuned.resolve(ConvAlgo::Auto, kShapes[2]), conv_default_algo(kShapes[2]));  // untuned: the default
+    EXPECT_EQ(tuned.resolve(ConvAlgo::Auto, kShapes[3]), conv_default_algo(kShapes[3]));  // tuned own: the engine's, so the default
     std::remove(path.c_str());
 }
 #endif

@@ -19,6 +19,11 @@ void ConvShape::validate() const {
         throw Error(what + "the kernel is larger than the padded input");
 }
 
+ConvAlgo conv_default_algo(const ConvShape& shape) {
+    const long positions = long(shape.batch) * shape.out_h() * shape.out_w();
+    return positions < 2048 ? ConvAlgo::Im2col : ConvAlgo::Direct;
+}
+
 const char* algo_name(ConvAlgo algo) {
     switch (algo) {
         case ConvAlgo::Auto: return "auto";

@@ -35,6 +35,11 @@ struct ConvShape {
 // OpenCLConv refuses it, and its Auto reads a tuned `own` as direct.
 enum class ConvAlgo { Auto, Direct, Im2col, CLBlast, Own };
 
+// Auto's choice for a shape `lenet5 tune --conv` has not measured: direct, unless the output has
+// few positions over the batch (VGG16's 28x28 and 14x14 layers at batch 1 on the H100: 1.3-3.5x
+// faster through im2col, whose GEMM tiles the maps too and so keeps more of the device busy).
+ConvAlgo conv_default_algo(const ConvShape& shape);
+
 const char* algo_name(ConvAlgo algo);
 // "auto", "direct", "im2col", "clblast" or "own"; anything else throws UsageError naming the value.
 ConvAlgo parse_algo(const std::string& name);

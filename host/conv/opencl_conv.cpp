@@ -186,7 +186,7 @@ OpenCLConv::~OpenCLConv() = default;
 ConvAlgo OpenCLConv::resolve(ConvAlgo algo, const ConvShape& shape) const {
     if (algo != ConvAlgo::Auto) return algo;
     const auto it = chosen_.find(shape.describe());
-    return it != chosen_.end() ? it->second : ConvAlgo::Direct;
+    return it != chosen_.end() ? it->second : conv_default_algo(shape);
 }
 
 void OpenCLConv::choose(const ConvShape& shape, ConvAlgo algo) { chosen_[shape.describe()] = algo; }
