@@ -31,8 +31,6 @@ long parse_positive(const std::string& text) {
     return !text.empty() && *end == '\0' && v > 0 ? v : -1;
 }
 
-bool has_tab_or_newline(const std::string& s) { return s.find_first_of("\t\n\r") != std::string::npos; }
-
 }  // namespace
 
 std::string default_tuning_path() {
@@ -55,6 +53,12 @@ std::vector<std::pair<int, std::vector<std::string>>> read_tsv_lines(const std::
         if (!line.empty() && line[0] != '#') lines.emplace_back(number, split_tabs(line));
     }
     return lines;
+}
+
+void check_cache_fields(std::initializer_list<const std::string*> fields, const std::string& what) {
+    for (const std::string* s : fields)
+        if (s->find_first_of("\t\n\r") != std::string::npos)
+            throw Error("cannot store '" + *s + "' in the " + what + ": it has a tab or newline");
 }
 
 void write_cache_file(const std::string& path, const std::string& contents) {
@@ -84,16 +88,9 @@ std::vector<TuningEntry> read_tuning(const std::string& path) {
 
 void store_tuning(const std::string& path, const TuningEntry& entry) {
     const TuningKey& k = entry.key;
-    for (const std::string* s : {&k.platform, &k.device, &k.driver, &k.variant, &k.model})
-        if (has_tab_or_newline(*s)) throw Error("cannot store '" + *s + "' in the tuning cache: it has a tab or newline");
+    check_cache_fields({&k.platform, &k.device, &k.driver, &k.variant, &k.model}, "tuning cache");
     std::vector<TuningEntry> entries = read_tuning(path);
-    bool replaced = false;
-    for (auto& e : entries)
-        if (e.key == k) {
-            e = entry;
-            replaced = true;
-        }
-    if (!replaced) entries.push_back(entry);
+    replace_or_append(entries, entry, [](const TuningEntry& a, const TuningEntry& b) { return a.key == b.key; });
     std::ostringstream out;
     out << kHeader;
     for (const auto& e : entries)

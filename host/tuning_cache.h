@@ -5,6 +5,7 @@
 // Lines starting with '#' are comments. A line without the model (the format before models
 // existed) is LeNet-5's.
 #pragma once
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <utility>
@@ -46,6 +47,20 @@ void store_tuning(const std::string& path, const TuningEntry& entry);
 std::vector<std::pair<int, std::vector<std::string>>> read_tsv_lines(const std::string& path, const std::string& what);
 // Writes `contents` to `path` atomically (atomic_file.h), creating its folder.
 void write_cache_file(const std::string& path, const std::string& contents);
+// Throws Error when one of `fields` has a tab or newline (it would break the file's lines); `what`
+// names the cache.
+void check_cache_fields(std::initializer_list<const std::string*> fields, const std::string& what);
+// Replaces the entries with `entry`'s key (`same_key(e, entry)`) by `entry`, or appends it when none has.
+template <class Entry, class SameKey>
+void replace_or_append(std::vector<Entry>& entries, const Entry& entry, SameKey same_key) {
+    bool replaced = false;
+    for (auto& e : entries)
+        if (same_key(e, entry)) {
+            e = entry;
+            replaced = true;
+        }
+    if (!replaced) entries.push_back(entry);
+}
 
 // The tuned group for `key`, if the entries have one.
 std::optional<int> find_tuned_group(const std::vector<TuningEntry>& entries, const TuningKey& key);

@@ -62,17 +62,9 @@ std::map<std::string, ConvAlgo> tuned_conv_algos(const std::string& platform, co
 }
 
 void store_conv_tuning(const std::string& path, const ConvTuningEntry& entry) {
-    for (const std::string* s : {&entry.platform, &entry.device, &entry.driver, &entry.shape})
-        if (s->find_first_of("\t\n\r") != std::string::npos)
-            throw Error("cannot store '" + *s + "' in the convolution tuning cache: it has a tab or newline");
+    check_cache_fields({&entry.platform, &entry.device, &entry.driver, &entry.shape}, "convolution tuning cache");
     std::vector<ConvTuningEntry> entries = read_conv_tuning(path);
-    bool replaced = false;
-    for (auto& e : entries)
-        if (same_key(e, entry)) {
-            e = entry;
-            replaced = true;
-        }
-    if (!replaced) entries.push_back(entry);
+    replace_or_append(entries, entry, same_key);
     std::ostringstream out;
     out << kHeader;
     for (const auto& e : entries)
