@@ -3,6 +3,8 @@
 // tests/data/onnx (bench/make_onnx_test_data.sh) against onnxruntime's and PyTorch's outputs.
 #ifdef LENET5_HAVE_ONNX
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
@@ -372,6 +374,16 @@ TEST(OnnxInfer, NpyRoundTripsAndRefusesWhatItDoesNotRead) {
     std::string huge = bytes;
     huge.replace(huge.find("(2, 3)"), 6, "(99999999999, 99999)");
     EXPECT_EQ(error(huge.substr(0, 10) + huge.substr(10)).find("absurdly large") != std::string::npos, true);
+}
+
+// A FIFO given as --input or as the model would block the read forever: both readers refuse it.
+TEST(OnnxInfer, RefusesAFifoInsteadOfHanging) {
+    const std::string fifo = (std::filesystem::temp_directory_path() / ("lenet5_fifo_" + std::to_string(::getpid()))).string();
+    std::filesystem::remove(fifo);
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    EXPECT_THROW(read_npy(fifo), Error);
+    EXPECT_THROW(read_onnx(fifo), Error);
+    std::filesystem::remove(fifo);
 }
 
 TEST(OnnxInfer, CommandWritesOutputsAndSummary) {

@@ -1,10 +1,10 @@
 #include "npy.h"
 
 #include <cstring>
-#include <fstream>
 #include <sstream>
 
 #include "error.h"
+#include "read_whole_file.h"
 
 namespace lenet5 {
 
@@ -98,14 +98,7 @@ NpyArray parse_npy(const std::string& bytes, const std::string& name) {
     return a;
 }
 
-NpyArray read_npy(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(path + ": cannot open");
-    std::ostringstream s;
-    s << in.rdbuf();
-    if (in.bad()) throw Error(path + ": read failed");
-    return parse_npy(s.str(), path);
-}
+NpyArray read_npy(const std::string& path) { return parse_npy(read_whole_file(path), path); }
 
 std::string npy_bytes(const NpyArray& a) {
     std::string shape = "(";

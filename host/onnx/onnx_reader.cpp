@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 
 #include "error.h"
+#include "read_whole_file.h"
 
 namespace lenet5 {
 
@@ -492,13 +492,8 @@ InferGraph parse_onnx(const std::string& bytes, const std::string& name, const s
 }
 
 InferGraph read_onnx(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(path + ": cannot open");
-    std::ostringstream s;
-    s << in.rdbuf();
-    if (in.bad()) throw Error(path + ": read failed");
     const fs::path dir = fs::path(path).parent_path();
-    return parse_onnx(s.str(), path, dir.empty() ? "." : dir.string());
+    return parse_onnx(read_whole_file(path), path, dir.empty() ? "." : dir.string());
 }
 
 }  // namespace lenet5
