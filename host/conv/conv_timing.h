@@ -2,6 +2,7 @@
 // start to the last's end, from event profiling (the queue needs CL_QUEUE_PROFILING_ENABLE).
 #pragma once
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "opencl_conv.h"
@@ -27,6 +28,12 @@ inline double span_ms(const std::vector<cl::Event>& events) {
     return double(last - first) * 1e-6;
 }
 
+// The middle value of `v` (the upper one of an even count).
+inline double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
 // The median over `repeats` runs of run() (after one untimed run that builds and allocates) of
 // its commands' device time in milliseconds.
 template <class F>
@@ -43,8 +50,7 @@ double median_kernel_ms(OpenCLConv& conv, cl::CommandQueue& queue, int repeats, 
         queue.finish();
         ms.push_back(span_ms(events));
     }
-    std::sort(ms.begin(), ms.end());
-    return ms[ms.size() / 2];
+    return median(std::move(ms));
 }
 
 }  // namespace lenet5::conv

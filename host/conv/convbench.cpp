@@ -141,11 +141,6 @@ double sampled_error(const std::vector<float>& got, size_t samples, F reference)
     return max_relative_error(v.data(), ref.data(), v.size());
 }
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
-
 struct Row {
     double forward_ms = 0, copy_ms = 0, backward_ms = 0, error = 0;
     std::string failure;  // an Error's message
