@@ -42,6 +42,21 @@ struct Window {
     }
 };
 
+// Calls f(iy, ix, ky, kx) for each tap of output pixel (oy, ox)'s window that lies inside the
+// input (the padding's taps are skipped).
+template <class F>
+void for_window_taps(const InferOp& op, const Window& w, int oy, int ox, F&& f) {
+    for (int ky = 0; ky < op.kh; ++ky) {
+        const int iy = oy * op.sh - op.pt + ky;
+        if (iy < 0 || iy >= w.IH) continue;
+        for (int kx = 0; kx < op.kw; ++kx) {
+            const int ix = ox * op.sw - op.pl + kx;
+            if (ix < 0 || ix >= w.IW) continue;
+            f(iy, ix, ky, kx);
+        }
+    }
+}
+
 // Row-major C[M][N] = A[M][K] op(B) (+ C when accumulate; leading dimensions lda, ldb, ldc), on
 // the calling thread; op(B) = B[K][N], or with trans_b B^T for B stored [N][K].
 void gemm(bool trans_b, int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
@@ -211,16 +226,10 @@ private:
                     for (int ox = 0; ox < w.OW; ++ox) {
                         float sum = op.bias[size_t(o)];
                         for (int c = 0; c < w.C; ++c)
-                            for (int ky = 0; ky < op.kh; ++ky) {
-                                const int iy = oy * op.sh - op.pt + ky;
-                                if (iy < 0 || iy >= w.IH) continue;
-                                for (int kx = 0; kx < op.kw; ++kx) {
-                                    const int ix = ox * op.sw - op.pl + kx;
-                                    if (ix < 0 || ix >= w.IW) continue;
-                                    sum += op.weight[((size_t(o) * w.C + c) * op.kh + ky) * op.kw + kx] *
-                                           x[((size_t(s) * w.C + c) * w.IH + iy) * w.IW + ix];
-                                }
-                            }
+                            for_window_taps(op, w, oy, ox, [&](int iy, int ix, int ky, int kx) {
+                                sum += op.weight[((size_t(o) * w.C + c) * op.kh + ky) * op.kw + kx] *
+                                       x[((size_t(s) * w.C + c) * w.IH + iy) * w.IW + ix];
+                            });
                         y[((size_t(s) * w.OC + o) * w.OH + oy) * w.OW + ox] = activate(op.act, sum);
                     }
     }
@@ -386,17 +395,11 @@ private:
                 for (int ox = 0; ox < w.OW; ++ox) {
                     float acc = max ? -INFINITY : 0.0f;
                     int taps = 0;
-                    for (int ky = 0; ky < op.kh; ++ky) {
-                        const int iy = oy * op.sh - op.pt + ky;
-                        if (iy < 0 || iy >= w.IH) continue;
-                        for (int kx = 0; kx < op.kw; ++kx) {
-                            const int ix = ox * op.sw - op.pl + kx;
-                            if (ix < 0 || ix >= w.IW) continue;
-                            const float v = in[iy * w.IW + ix];
-                            acc = max ? std::max(acc, v) : acc + v;
-                            ++taps;
-                        }
-                    }
+                    for_window_taps(op, w, oy, ox, [&](int iy, int ix, int, int) {
+                        const float v = in[iy * w.IW + ix];
+                        acc = max ? std::max(acc, v) : acc + v;
+                        ++taps;
+                    });
                     if (!max) acc /= float(op.count_include_pad ? op.kh * op.kw : std::max(taps, 1));
                     out[oy * w.OW + ox] = acc;
                 }
