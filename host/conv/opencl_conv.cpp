@@ -264,13 +264,10 @@ void OpenCLConv::forward(ConvAlgo algo, const ConvShape& s, const cl::Buffer& in
             const int cn = std::min(chunk, s.batch - s0), N = as_int(cn * P);
             const cl::Buffer& col = m.buffer(kCol, size_t(CKK) * N);
             m.im2col(s, in, col, s0, cn);
-            if (cn == 1) {
-                m.gemm(s.out_c, N, CKK, w, 0, CKK, 1, col, 0, N, 1, out, s0 * s.out_c * P, N, 1, kBiasActM, a, b);
-                continue;
-            }
-            const cl::Buffer& tmp = m.buffer(kReorder, size_t(s.out_c) * N);
-            m.gemm(s.out_c, N, CKK, w, 0, CKK, 1, col, 0, N, 1, tmp, 0, N, 1, kBiasActM, a, b);
-            m.reorder(tmp, out, s0, cn, s.out_c, P, false);
+            // One sample's [OC][P] is its place in out; several go through kReorder ([OC][j*P + p]).
+            const cl::Buffer& to = cn == 1 ? out : m.buffer(kReorder, size_t(s.out_c) * N);
+            m.gemm(s.out_c, N, CKK, w, 0, CKK, 1, col, 0, N, 1, to, cn == 1 ? s0 * s.out_c * P : 0, N, 1, kBiasActM, a, b);
+            if (cn > 1) m.reorder(to, out, s0, cn, s.out_c, P, false);
         }
     });
 }
@@ -322,13 +319,9 @@ void OpenCLConv::pure_backward_data(ConvAlgo algo, const ConvShape& s, const cl:
         for (int s0 = 0; s0 < s.batch; s0 += chunk) {
             const int cn = std::min(chunk, s.batch - s0), N = as_int(cn * P);
             const cl::Buffer& col = m.buffer(kCol, size_t(CKK) * N);
-            if (cn == 1) {
-                m.gemm(CKK, N, s.out_c, w, 0, 1, CKK, d_out, s0 * s.out_c * P, N, 1, col, 0, N, 1, kStore, 0, w);
-            } else {
-                const cl::Buffer& tmp = m.buffer(kReorder, size_t(s.out_c) * N);
-                m.reorder(d_out, tmp, s0, cn, s.out_c, P, true);
-                m.gemm(CKK, N, s.out_c, w, 0, 1, CKK, tmp, 0, N, 1, col, 0, N, 1, kStore, 0, w);
-            }
+            const cl::Buffer& from = cn == 1 ? d_out : m.buffer(kReorder, size_t(s.out_c) * N);
+            if (cn > 1) m.reorder(d_out, from, s0, cn, s.out_c, P, true);
+            m.gemm(CKK, N, s.out_c, w, 0, 1, CKK, from, cn == 1 ? s0 * s.out_c * P : 0, N, 1, col, 0, N, 1, kStore, 0, w);
             m.launch("cv_col2im", cl::NDRange(round_up(size_t(s.in_h) * s.in_w, m.wg), size_t(cn) * s.in_c),
                      cl::NDRange(m.wg, 1), col, d_in, s0, cn, s.in_c, s.in_h, s.in_w, s.out_h(), s.out_w(), K,
                      s.stride, s.pad);
