@@ -126,9 +126,11 @@ __kernel void batch_sgd(__global float* params, __global float* velocity, __glob
 // on the way rather than read: dW[o][i] = the sum over the samples s, in order, of D[s][o] X[s][i].
 // At a small batch the weight-gradient GEMM would only write dW out for batch_sgd to read back.
 // Item (q, g) takes the 8 x 4 weights o = 8g .. 8g+7, i = 4q .. 4q+3, loading X and D as float4
-// (I and O multiples of 4, w_off too). NDRange (round_up(I/4, WG), ceil(O/8)).
-__kernel void fc_sgd(__global float* params, __global float* velocity, int w_off, __global const float* D,
-                     __global const float* X, int count, int I, int O, float lr, float momentum, float weight_decay) {
+// (I and O multiples of 4, w_off too). The rates are arguments 4-6, as batch_sgd's.
+// NDRange (round_up(I/4, WG), ceil(O/8)).
+__kernel void fc_sgd(__global float* params, __global float* velocity, __global const float* D,
+                     __global const float* X, float lr, float momentum, float weight_decay, int w_off, int count,
+                     int I, int O) {
     const int i = 4 * (int)get_global_id(0), o0 = 8 * (int)get_global_id(1);
     if (i >= I) return;
     const int o4 = min(o0 + 4, O - 4);  // the second four (only stored when o0 + 4 < O)

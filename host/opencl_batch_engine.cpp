@@ -1,10 +1,10 @@
 #include "opencl_batch_engine.h"
 
 #include <algorithm>
-#include <utility>
 #include <cstdlib>
 #include <limits>
 #include <numeric>
+#include <utility>
 
 #include "conv/conv_tuning.h"
 #include "opencl_kernels.h"
@@ -514,8 +514,8 @@ void OpenCLBatchEngine::plan(int count) {
         fused_update_ = {{kernel(program_, "batch_sgd", params_, velocity_, grads_, as_int(size), 0.0f, 0.0f, 0.0f,
                                  as_int(w.device), as_int(w.count)),
                           cl::NDRange(round_up(size - w.count, wg_)), cl::NDRange(wg_), "batch_sgd"},
-                         {kernel(program_, "fc_sgd", params_, velocity_, as_int(w.device), deltas_[k], acts_[k], count, I,
-                                 O, 0.0f, 0.0f, 0.0f),
+                         {kernel(program_, "fc_sgd", params_, velocity_, deltas_[k], acts_[k], 0.0f, 0.0f, 0.0f,
+                                 as_int(w.device), count, I, O),
                           cl::NDRange(round_up(static_cast<size_t>(I / 4), wg_), static_cast<size_t>((O + 7) / 8)),
                           cl::NDRange(wg_, 1), l.name + " fc_sgd"}};
     }
@@ -681,11 +681,10 @@ void OpenCLBatchEngine::backward() {
 void OpenCLBatchEngine::update(float lr, float momentum, float weight_decay) {
     cl_checked([&] {
         std::vector<Launch>& launches = deferred_pending_ ? fused_update_ : update_;
-        for (Launch& l : launches) {
-            const cl_uint at = l.name == "batch_sgd" ? 4 : 8;  // fc_sgd's rates come after its operands
-            l.kernel.setArg(at, lr);
-            l.kernel.setArg(at + 1, momentum);
-            l.kernel.setArg(at + 2, weight_decay);
+        for (Launch& l : launches) {  // batch_sgd and fc_sgd take the rates as arguments 4-6
+            l.kernel.setArg(4, lr);
+            l.kernel.setArg(5, momentum);
+            l.kernel.setArg(6, weight_decay);
         }
         enqueue_phase(Phase::Update, launches);
         deferred_pending_ = false;
