@@ -114,9 +114,13 @@ std::string WorkerEngine::platform() const {
     return p;
 }
 
+bool WorkerEngine::one_busy() const {
+    return std::count_if(slice_.begin(), slice_.end(), [](int n) { return n > 0; }) == 1;
+}
+
 template <class F>
 void WorkerEngine::each_busy(F fn) {
-    if (std::count_if(slice_.begin(), slice_.end(), [](int n) { return n > 0; }) == 1) {
+    if (one_busy()) {
         for (size_t i = 0; i < workers_.size(); ++i)
             if (slice_[i]) fn(i);  // one worker: no thread to start
         return;
@@ -218,7 +222,7 @@ void WorkerEngine::forward(Split split, int first, int count) {
 
 void WorkerEngine::backward() {
     each_busy([&](size_t i) { workers_[i]->backward(); });
-    if (std::count_if(slice_.begin(), slice_.end(), [](int n) { return n > 0; }) == 1) {
+    if (one_busy()) {
         sum_.clear();  // one worker took the whole batch: its gradients are the batch's already
         return;
     }
@@ -228,17 +232,13 @@ void WorkerEngine::backward() {
     each_busy([&](size_t i) { g[i] = workers_[i]->gradients(); });
     const auto t0 = Clock::now();
     const int total = std::accumulate(slice_.begin(), slice_.end(), 0);
-    bool first = true;
+    size_t size = 0;
+    for (const auto& v : g) size = std::max(size, v.size());  // an idle worker's entry is empty
+    sum_.assign(size, 0.0f);
     for (size_t i = 0; i < workers_.size(); ++i) {
         if (!slice_[i]) continue;
         const float weight = static_cast<float>(slice_[i]) / static_cast<float>(total);
-        if (first) {
-            sum_.resize(g[i].size());
-            for (size_t k = 0; k < g[i].size(); ++k) sum_[k] = weight * g[i][k];
-            first = false;
-        } else {
-            for (size_t k = 0; k < g[i].size(); ++k) sum_[k] += weight * g[i][k];
-        }
+        for (size_t k = 0; k < g[i].size(); ++k) sum_[k] += weight * g[i][k];
     }
     reduce_ms_ += ms_since(t0);
     set_gradients(sum_);

@@ -68,6 +68,7 @@ private:
     // Runs fn(worker index) for every worker with a slice, each on its own thread.
     template <class F>
     void each_busy(F fn);
+    bool one_busy() const;  // this step's batch went to one worker alone
     void measure_shares();
     double time_alone(size_t worker, int count);
     Engine& first_active();  // the first worker with a share: whose parameters are current
