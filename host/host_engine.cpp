@@ -110,30 +110,23 @@ void HostEngine::set_momentum_buffer(const std::vector<float>& velocity) {
 }
 
 std::vector<float> HostEngine::momentum_buffer() {
-    materialize_velocity();
+    materialize(velocity_outer_, velocity_buf_, velocity_);
     return velocity_;
 }
 
 std::vector<float> HostEngine::gradients() {
-    materialize_gradients();
+    materialize(grads_outer_, grads_buf_, grads_);
     return grads_;
 }
 
-void HostEngine::materialize_gradients() {
-    if (!grads_outer_) return;
+// Writes the outer-product layers' d x^T held in outer_[buf] into `into` (the gradients or the
+// velocity), if `pending` says they are held there only.
+void HostEngine::materialize(bool& pending, int buf, std::vector<float>& into) {
+    if (!pending) return;
     for (size_t k = 0; k < net_.layers.size(); ++k)
         if (outer_layer_[k])
-            ops_.outer_grads(net_.layers[k], outer_[grads_buf_][k].x.data(), outer_[grads_buf_][k].d.data(), grads_.data());
-    grads_outer_ = false;
-}
-
-void HostEngine::materialize_velocity() {
-    if (!velocity_outer_) return;
-    for (size_t k = 0; k < net_.layers.size(); ++k)
-        if (outer_layer_[k])
-            ops_.outer_grads(net_.layers[k], outer_[velocity_buf_][k].x.data(), outer_[velocity_buf_][k].d.data(),
-                             velocity_.data());
-    velocity_outer_ = false;
+            ops_.outer_grads(net_.layers[k], outer_[buf][k].x.data(), outer_[buf][k].d.data(), into.data());
+    pending = false;
 }
 
 // body(id, nth) on T threads, or directly on this one when T is 1 (no parallel region:
@@ -371,8 +364,8 @@ void HostEngine::update(float lr, float momentum, float weight_decay) {
         times_.update_ms += ms_since(t0);
         return;
     }
-    materialize_gradients();
-    materialize_velocity();
+    materialize(grads_outer_, grads_buf_, grads_);
+    materialize(velocity_outer_, velocity_buf_, velocity_);
     const size_t n = params_.size();
     // Threads only for a large buffer (a region costs more than LeNet-5's update); in
     // parts of whole cache lines (16 floats), so no two threads write one line.

@@ -53,8 +53,7 @@ private:
     void backward_head(int part, const float* d, size_t dsize, float* g);
     template <class Body>
     void run_parts(int T, Body&& body);
-    void materialize_gradients();
-    void materialize_velocity();
+    void materialize(bool& pending, int buf, std::vector<float>& into);
 
     // Rows [o0, o0 + rows) of a split tail layer, as a fully connected layer of its own.
     struct Slice {
