@@ -123,32 +123,27 @@ TEST_P(BatchVariant, MatchesCpuWithStridesPaddingPoolingSigmoidAndSquaredError) 
     test::expect_matches_cpu(*engine, net, 3);
 }
 
+namespace {
+
 // The batch's gradients are summed in a fixed order: the same step twice gives the same bits.
-TEST_P(BatchVariant, SameSeedSameBits) {
-    const Network net = small_cnn();
-    const Dataset data = random_dataset(20, 5);
+void expect_same_bits_twice(const Network& net, const std::string& variant, const Dataset& data, int batch) {
     test::StepRecord runs[2];
     for (auto& r : runs) {
-        auto engine = batch_engine(net, GetParam());
-        r = test::record_step(*engine, net, data, 9, 3);
+        auto engine = batch_engine(net, variant);
+        r = test::record_step(*engine, net, data, batch, 3);
     }
     EXPECT_EQ(runs[0].gradients, runs[1].gradients);
     EXPECT_EQ(runs[0].params_after, runs[1].params_after);
     EXPECT_EQ(runs[0].loss, runs[1].loss);
 }
 
+}  // namespace
+
+TEST_P(BatchVariant, SameSeedSameBits) { expect_same_bits_twice(small_cnn(), GetParam(), random_dataset(20, 5), 9); }
+
 // The same for the CNN at a batch that splits the large GEMMs over k and sums many shares.
 TEST_P(BatchVariant, SameSeedSameBitsOnTheCnn) {
-    const Network net = load_model("cnn").net;
-    const Dataset data = random_dataset(270, 6);
-    test::StepRecord runs[2];
-    for (auto& r : runs) {
-        auto engine = batch_engine(net, GetParam());
-        r = test::record_step(*engine, net, data, 130, 3);
-    }
-    EXPECT_EQ(runs[0].gradients, runs[1].gradients);
-    EXPECT_EQ(runs[0].params_after, runs[1].params_after);
-    EXPECT_EQ(runs[0].loss, runs[1].loss);
+    expect_same_bits_twice(load_model("cnn").net, GetParam(), random_dataset(270, 6), 130);
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, BatchVariant, ::testing::Values("gpu", "gpu-constant", "gpu-local"),
