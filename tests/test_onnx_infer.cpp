@@ -302,6 +302,12 @@ TEST(OnnxInfer, MalformedModelsGetOneLineErrorsNamingNodeAndOperator) {
                                  : "(no error)");
         }
     }
+    {  // a node name with a line break and a bell in it: written as \xNN, the message stays one line
+        ModelBuilder b({4});
+        auto* p = b.node("LeakyRelu", {"x"}, "y");
+        p->set_name("bad\nname\a");
+        EXPECT_EQ(error_of(b.bytes("y")), "m.onnx: node 'bad\\x0aname\\x07' (LeakyRelu): operator 'LeakyRelu' is not supported");
+    }
     // Not a model at all, and a model cut short.
     EXPECT_EQ(error_of("hello"), "m.onnx: not an ONNX model (the protobuf does not parse)");
     const std::string whole = every_op_model();
