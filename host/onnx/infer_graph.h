@@ -2,6 +2,7 @@
 // execution order, the batch the leading dimension of every activation. Shapes are known when
 // the graph is built; weights are laid out as the executors read them.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -59,5 +60,15 @@ struct InferGraph {
 void finish_graph(InferGraph& g);
 
 const char* act_name(InferAct act);
+
+inline float activate(InferAct a, float x) {
+    switch (a) {
+        case InferAct::Relu: return x > 0.0f ? x : 0.0f;
+        case InferAct::Sigmoid: return 1.0f / (1.0f + std::exp(-x));
+        case InferAct::Tanh: return std::tanh(x);
+        case InferAct::None: break;
+    }
+    return x;
+}
 
 }  // namespace lenet5

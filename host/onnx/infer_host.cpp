@@ -6,10 +6,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "error.h"
+#include "conv_rows_host.h"
 #include "infer_runner.h"
+#include "winograd_host.h"
 
 #ifdef LENET5_HAVE_OPENMP
 #include <omp.h>
@@ -21,16 +24,6 @@
 namespace lenet5 {
 
 namespace {
-
-float activate(InferAct a, float x) {
-    switch (a) {
-        case InferAct::Relu: return x > 0.0f ? x : 0.0f;
-        case InferAct::Sigmoid: return 1.0f / (1.0f + std::exp(-x));
-        case InferAct::Tanh: return std::tanh(x);
-        case InferAct::None: break;
-    }
-    return x;
-}
 
 // The geometry of a 2-D windowed op: input C x IH x IW, output OC x OH x OW.
 struct Window {
@@ -105,10 +98,21 @@ public:
         if (!fast) return;
         size_t col = 0, acc = 0, padded = 0;
         taps_.resize(g_.ops.size());
+        wino_.resize(g_.ops.size());
         for (size_t k = 0; k < g_.ops.size(); ++k) {
             const InferOp& op = g_.ops[k];
             if (op.kind != InferOpKind::Conv) continue;
             const Window w(g_, op);
+            if (winograd(op, w)) {
+                const int nb = std::min(wino_block(w), wino_shape(w, op).tiles());
+                acc = std::max(acc, size_t(16) * nb * size_t(w.C + w.OC));
+                wino_[k] = winograd_filters(op.weight, w.OC, w.C);
+                continue;
+            }
+            if (by_rows(op, w)) {
+                col = std::max(col, size_t(rows_shape(w, op).scratch()));
+                continue;
+            }
             if (!shifted(op, w)) {
                 const size_t depth = size_t(w.C) * op.kh * op.kw;
                 col = std::max(col, depth * size_t(block_pixels(depth, w.OC, w.OH * w.OW)));
@@ -182,7 +186,9 @@ private:
         switch (op.kind) {
             case InferOpKind::Reshape: return;
             case InferOpKind::Conv:
-                if (fast_ && shifted(op, Window(g_, op))) conv_shifted(k, x, y, count);
+                if (fast_ && winograd(op, Window(g_, op))) conv_winograd(k, x, y, count);
+                else if (fast_ && shifted(op, Window(g_, op))) conv_shifted(k, x, y, count);
+                else if (fast_ && by_rows(op, Window(g_, op))) conv_by_rows(op, x, y, count);
                 else if (fast_) conv_fast(op, x, y, count);
                 else conv_reference(op, x, y, count);
                 return;
@@ -232,6 +238,76 @@ private:
                             });
                         y[((size_t(s) * w.OC + o) * w.OH + oy) * w.OW + ox] = activate(op.act, sum);
                     }
+    }
+
+    // 3x3 stride-1 convolutions of at least 16 input maps: Winograd F(2x2, 3x3) (winograd_host.h).
+    static bool winograd(const InferOp& op, const Window& w) {
+        return op.kh == 3 && op.kw == 3 && op.sh == 1 && op.sw == 1 && w.C >= 16;
+    }
+    static WinogradShape wino_shape(const Window& w, const InferOp& op) {
+        return {w.C, w.IH, w.IW, w.OC, w.OH, w.OW, op.pt, op.pl};
+    }
+    // Tiles per block: the block's transformed input and products within ~1 MiB each.
+    static int wino_block(const Window& w) {
+        static const int env = std::getenv("WINO_NB") ? std::atoi(std::getenv("WINO_NB")) : 0;
+        if (env) return env;
+        return std::max(32, (1 << 14) / std::max(w.C, w.OC));
+    }
+
+    // Work items: (sample, block of tiles, block of output maps), maps split only when the tile
+    // blocks are too few to give every thread one. Each item transforms its block's input, runs
+    // the 16 GEMMs and transforms the products back into its outputs.
+    void conv_winograd(size_t k, const float* x, float* y, int count) {
+        const InferOp& op = g_.ops[k];
+        const Window w(g_, op);
+        const WinogradShape ws = wino_shape(w, op);
+        const int tiles = ws.tiles(), nb = std::min(wino_block(w), tiles), blocks = (tiles + nb - 1) / nb;
+        const int per_sample = blocks * count;
+        const int mblocks = per_sample >= threads_ ? 1 : std::min(w.OC / 16 + 1, (threads_ + per_sample - 1) / per_sample);
+        const int mb = (w.OC + mblocks - 1) / mblocks, items = per_sample * mblocks, par = threads_;
+        const float* U = wino_[k].data();
+#pragma omp parallel for schedule(dynamic) num_threads(par) if (par > 1)
+        for (int item = 0; item < items; ++item) {
+            const int s = item / (blocks * mblocks), t0 = (item / mblocks) % blocks * nb, m0 = item % mblocks * mb;
+            const int nt = std::min(nb, tiles - t0), mw = std::min(mb, w.OC - m0);
+#ifdef LENET5_HAVE_OPENMP
+            float* V = cols_[size_t(omp_get_thread_num())].data();
+#else
+            float* V = cols_[0].data();
+#endif
+            float* M = V + size_t(16) * w.C * nt;
+            winograd_input(ws, x + size_t(s) * w.C * w.IH * w.IW, t0, nt, V);
+            for (int xi = 0; xi < 16; ++xi)
+                gemm(false, mw, nt, w.C, U + (size_t(xi) * w.OC + m0) * w.C, w.C, V + size_t(xi) * w.C * nt, nt,
+                     M + size_t(xi) * mw * nt, nt);
+            winograd_output(ws, M, t0, nt, m0, mw, op.bias.data(), op.act, y + size_t(s) * w.OC * w.OH * w.OW);
+        }
+    }
+
+    // Stride-1 convolutions of fewer input maps: row by row (conv_rows_host.h).
+    static bool by_rows(const InferOp& op, const Window& w) { return op.sh == 1 && op.sw == 1 && w.C < 16; }
+    static ConvRowsShape rows_shape(const Window& w, const InferOp& op) {
+        return {w.C, w.IH, w.IW, w.OC, w.OH, w.OW, op.kh, op.kw, op.pt, op.pl};
+    }
+
+    // Work items: (sample, block of 8 output rows, block of output maps).
+    void conv_by_rows(const InferOp& op, const float* x, float* y, int count) {
+        const Window w(g_, op);
+        const ConvRowsShape rs = rows_shape(w, op);
+        const int rb = 8, blocks = (w.OH + rb - 1) / rb, per_sample = blocks * count;
+        const int mblocks = per_sample >= threads_ ? 1 : std::min(w.OC, (threads_ + per_sample - 1) / per_sample);
+        const int mb = (w.OC + mblocks - 1) / mblocks, items = per_sample * mblocks, par = threads_;
+#pragma omp parallel for schedule(dynamic) num_threads(par) if (par > 1)
+        for (int item = 0; item < items; ++item) {
+            const int s = item / (blocks * mblocks), y0 = (item / mblocks) % blocks * rb, m0 = item % mblocks * mb;
+#ifdef LENET5_HAVE_OPENMP
+            float* scratch = cols_[size_t(omp_get_thread_num())].data();
+#else
+            float* scratch = cols_[0].data();
+#endif
+            conv_rows(rs, x + size_t(s) * w.C * w.IH * w.IW, op.weight.data(), op.bias.data(), op.act, y0,
+                      std::min(rb, w.OH - y0), m0, std::min(mb, w.OC - m0), y + size_t(s) * w.OC * w.OH * w.OW, scratch);
+        }
     }
 
     // Stride-1 convolutions of at least 16 input maps, without im2col: on the zero-padded input's
@@ -410,6 +486,7 @@ private:
     bool fast_;
     int batch_, threads_ = 1;
     std::vector<std::vector<float>> slots_, cols_, taps_;  // cols_: per thread
+    std::vector<std::vector<float>> wino_;                 // per Conv on the Winograd path: winograd_filters()
     std::vector<float> padded_;
     std::vector<double> ms_;
 };

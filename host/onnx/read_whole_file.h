@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include "error.h"
@@ -19,10 +18,12 @@ inline std::string read_whole_file(const std::string& path) {
     if (!S_ISREG(st.st_mode)) throw Error(path + ": not a regular file");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw Error(path + ": cannot open");
-    std::ostringstream s;
-    s << in.rdbuf();
-    if (in.bad()) throw Error(path + ": read failed");
-    return s.str();
+    // One buffer of the file's size, read into once: a 553 MB model is not copied again.
+    std::string bytes(static_cast<size_t>(st.st_size), '\0');
+    in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (in.bad() || static_cast<size_t>(in.gcount()) != bytes.size() || in.peek() != std::char_traits<char>::eof())
+        throw Error(path + ": read failed (the file changed while it was read?)");
+    return bytes;
 }
 
 }  // namespace lenet5
