@@ -219,25 +219,25 @@ TEST(OnnxInfer, EveryVariantMatchesCpuOnEveryOperator) {
 }
 
 // omp's convolution paths on shapes the every-operator model is too small for: Winograd (3x3,
-// stride 1) over more than one block of tiles, a block ending mid tile row, odd output sizes and
-// uneven padding; then a 5x5 stride-1 convolution (the shifted-taps GEMMs).
+// stride 1) over several blocks of tiles, blocks ending mid tile row, output sizes that are not a
+// multiple of the 4x4 tile and uneven padding; then a 5x5 stride-1 convolution (a GEMM per tap).
 TEST(OnnxInfer, OmpConvolutionPathsMatchCpu) {
-    ModelBuilder b({256, 20, 20});
-    b.weight("w1", {256, 256, 3, 3}, 0.02f);
-    b.weight("b1", {256});
-    auto* c1 = b.node("Conv", {"x", "w1", "b1"}, "c1");  // 256 x 19 x 19: 100 tiles, blocks of 64
+    ModelBuilder b({64, 43, 43});
+    b.weight("w1", {48, 64, 3, 3}, 0.05f);
+    b.weight("b1", {48});
+    auto* c1 = b.node("Conv", {"x", "w1", "b1"}, "c1");  // 48 x 42 x 42: 11 x 11 tiles, blocks of 61
     ModelBuilder::attr(c1, "pads", {1, 0, 0, 1});
     b.node("Relu", {"c1"}, "r1");
-    b.weight("w2", {16, 256, 5, 5}, 0.02f);
+    b.weight("w2", {16, 48, 5, 5}, 0.05f);
     auto* c2 = b.node("Conv", {"r1", "w2"}, "y");
     ModelBuilder::attr(c2, "pads", {2, 2, 2, 2});
     const InferGraph g = parse_onnx(b.bytes("y"), "m.onnx", "");
-    ASSERT_EQ(g.values[g.output].dims, (std::vector<int64_t>{16, 19, 19}));
+    ASSERT_EQ(g.values[g.output].dims, (std::vector<int64_t>{16, 42, 42}));
     const std::vector<float> x = random_images(g, 2);
     const std::vector<float> ref = run(g, *runner(g, "cpu", 2), x, 2, 2);
     for (const int batch : {1, 2}) {
         const std::vector<float> y = run(g, *runner(g, "omp", batch), x, 2, batch);
-        EXPECT_LT(worst_relative(y, ref, 16 * 19 * 19), 1e-5) << "batch " << batch;
+        EXPECT_LT(worst_relative(y, ref, 16 * 42 * 42), 1e-5) << "batch " << batch;
     }
 }
 

@@ -1,12 +1,13 @@
 // The host variants of `lenet5 infer`: `cpu` computes every op with plain scalar loops, one
-// thread (the reference); `omp` computes convolutions as im2col + GEMM over blocks of output
-// pixels (each block's unrolled windows stay in cache) and fully connected layers as GEMMs over
-// blocks of units, the blocks spread over OpenMP threads. The GEMM is OpenBLAS's sgemm, one
+// thread (the reference); `omp` computes 3x3 stride-1 convolutions with Winograd F(4x4, 3x3)
+// (winograd_host.h), other stride-1 ones of many input maps as a GEMM per tap, of few input maps
+// row by row (conv_rows_host.h), the rest as im2col + GEMM over blocks of output pixels (each
+// block's unrolled windows stay in cache), and fully connected layers as GEMMs over blocks of
+// units; the blocks spread over OpenMP threads. The GEMM is OpenBLAS's sgemm, one
 // thread per call, when the build has it, else a plain loop the compiler vectorises.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 
 #include "error.h"
@@ -104,8 +105,8 @@ public:
             if (op.kind != InferOpKind::Conv) continue;
             const Window w(g_, op);
             if (winograd(op, w)) {
-                const int nb = std::min(wino_block(w), wino_shape(w, op).tiles());
-                acc = std::max(acc, size_t(16) * nb * size_t(w.C + w.OC));
+                const int nb = std::min(kWinoBlock, wino_shape(w, op).tiles());  // wino_blocks() makes none larger
+                acc = std::max(acc, size_t(kWinoXi) * nb * size_t(w.C + w.OC));
                 wino_[k] = winograd_filters(op.weight, w.OC, w.C);
                 continue;
             }
@@ -240,28 +241,34 @@ private:
                     }
     }
 
-    // 3x3 stride-1 convolutions of at least 16 input maps: Winograd F(2x2, 3x3) (winograd_host.h).
+    // 3x3 stride-1 convolutions of at least 16 input maps: Winograd F(4x4, 3x3) (winograd_host.h).
     static bool winograd(const InferOp& op, const Window& w) {
         return op.kh == 3 && op.kw == 3 && op.sh == 1 && op.sw == 1 && w.C >= 16;
     }
     static WinogradShape wino_shape(const Window& w, const InferOp& op) {
         return {w.C, w.IH, w.IW, w.OC, w.OH, w.OW, op.pt, op.pl};
     }
-    // Tiles per block: the block's transformed input and products within ~1 MiB each.
-    static int wino_block(const Window& w) {
-        static const int env = std::getenv("WINO_NB") ? std::atoi(std::getenv("WINO_NB")) : 0;
-        if (env) return env;
-        return std::max(32, (1 << 14) / std::max(w.C, w.OC));
+    // Tiles per block: about 64 (measured best on VGG16's layers at batch 1: the GEMMs' operands
+    // stay in cache), in blocks of equal size, as many per sample as it takes to give every
+    // thread the same number of blocks when the samples alone do not.
+    static constexpr int kWinoXi = 36;  // GEMMs per layer: one per point of the 6x6 transform
+    static constexpr int kWinoBlock = 64;
+    int wino_blocks(int tiles, int count) const {
+        int blocks = (tiles + kWinoBlock - 1) / kWinoBlock;
+        if (blocks * count < 8 * threads_ && blocks * count >= threads_)
+            while (blocks * count % threads_) ++blocks;
+        return std::min(blocks, tiles);
     }
 
     // Work items: (sample, block of tiles, block of output maps), maps split only when the tile
     // blocks are too few to give every thread one. Each item transforms its block's input, runs
-    // the 16 GEMMs and transforms the products back into its outputs.
+    // the 36 GEMMs and transforms the products back into its outputs.
     void conv_winograd(size_t k, const float* x, float* y, int count) {
         const InferOp& op = g_.ops[k];
         const Window w(g_, op);
         const WinogradShape ws = wino_shape(w, op);
-        const int tiles = ws.tiles(), nb = std::min(wino_block(w), tiles), blocks = (tiles + nb - 1) / nb;
+        const int tiles = ws.tiles(), nb = (tiles + wino_blocks(tiles, count) - 1) / wino_blocks(tiles, count);
+        const int blocks = (tiles + nb - 1) / nb;
         const int per_sample = blocks * count;
         const int mblocks = per_sample >= threads_ ? 1 : std::min(w.OC / 16 + 1, (threads_ + per_sample - 1) / per_sample);
         const int mb = (w.OC + mblocks - 1) / mblocks, items = per_sample * mblocks, par = threads_;
@@ -275,9 +282,9 @@ private:
 #else
             float* V = cols_[0].data();
 #endif
-            float* M = V + size_t(16) * w.C * nt;
+            float* M = V + size_t(kWinoXi) * w.C * nt;
             winograd_input(ws, x + size_t(s) * w.C * w.IH * w.IW, t0, nt, V);
-            for (int xi = 0; xi < 16; ++xi)
+            for (int xi = 0; xi < kWinoXi; ++xi)
                 gemm(false, mw, nt, w.C, U + (size_t(xi) * w.OC + m0) * w.C, w.C, V + size_t(xi) * w.C * nt, nt,
                      M + size_t(xi) * mw * nt, nt);
             winograd_output(ws, M, t0, nt, m0, mw, op.bias.data(), op.act, y + size_t(s) * w.OC * w.OH * w.OW);

@@ -20,6 +20,26 @@ Run run_at(const WinogradShape& s, int t0, int nt, int j) {
     return Run{j, t / tw, t % tw, std::min(nt - j, tw - t % tw)};
 }
 
+// B^T x for six values x0..x5 (the interpolation points 0, +-1, +-2 and infinity).
+template <class T>
+inline void input_rows(const T& x0, const T& x1, const T& x2, const T& x3, const T& x4, const T& x5, T out[6]) {
+    out[0] = 4 * x0 - 5 * x2 + x4;
+    out[1] = -4 * x1 - 4 * x2 + x3 + x4;
+    out[2] = 4 * x1 - 4 * x2 - x3 + x4;
+    out[3] = -2 * x1 - x2 + 2 * x3 + x4;
+    out[4] = 2 * x1 - x2 - 2 * x3 + x4;
+    out[5] = 4 * x1 - 5 * x3 + x5;
+}
+
+// A^T x for six values: the four outputs.
+inline void output_rows(float x0, float x1, float x2, float x3, float x4, float x5, float out[4]) {
+    const float a = x1 + x2, b = x1 - x2, c = x3 + x4, d = x3 - x4;
+    out[0] = x0 + a + c;
+    out[1] = b + 2 * d;
+    out[2] = a + 4 * c;
+    out[3] = b + 8 * d + x5;
+}
+
 // dst[x] = act(src[x]) for x < n; the branch outside the loops so that each vectorises.
 void store(const float* src, int n, InferAct act, float* dst) {
     if (act == InferAct::None) std::copy(src, src + n, dst);
@@ -32,64 +52,66 @@ void store(const float* src, int n, InferAct act, float* dst) {
 }  // namespace
 
 std::vector<float> winograd_filters(const std::vector<float>& weight, int OC, int C) {
-    std::vector<float> U(size_t(16) * OC * C);
+    // G: rows 1/4 (g0); -1/6 (g0+g1+g2); -1/6 (g0-g1+g2); 1/24 g0 + 1/12 g1 + 1/6 g2;
+    // 1/24 g0 - 1/12 g1 + 1/6 g2; g2. Computed in double, rounded once.
+    static const double G[6][3] = {{0.25, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                   {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
+    std::vector<float> U(size_t(36) * OC * C);
     for (int o = 0; o < OC; ++o)
         for (int c = 0; c < C; ++c) {
             const float* g = weight.data() + (size_t(o) * C + c) * 9;
-            float r[4][3];  // G g: rows g0, (g0+g1+g2)/2, (g0-g1+g2)/2, g2
-            for (int k = 0; k < 3; ++k) {
-                r[0][k] = g[k];
-                r[1][k] = 0.5f * (g[k] + g[3 + k] + g[6 + k]);
-                r[2][k] = 0.5f * (g[k] - g[3 + k] + g[6 + k]);
-                r[3][k] = g[6 + k];
-            }
-            for (int i = 0; i < 4; ++i) {  // (G g) G^T: the same on each row's three columns
-                const float u[4] = {r[i][0], 0.5f * (r[i][0] + r[i][1] + r[i][2]), 0.5f * (r[i][0] - r[i][1] + r[i][2]),
-                                    r[i][2]};
-                for (int k = 0; k < 4; ++k) U[(size_t(i * 4 + k) * OC + o) * C + c] = u[k];
-            }
+            double r[6][3];  // G g
+            for (int i = 0; i < 6; ++i)
+                for (int k = 0; k < 3; ++k) r[i][k] = G[i][0] * g[k] + G[i][1] * g[3 + k] + G[i][2] * g[6 + k];
+            for (int i = 0; i < 6; ++i)  // (G g) G^T
+                for (int k = 0; k < 6; ++k)
+                    U[(size_t(i * 6 + k) * OC + o) * C + c] = float(r[i][0] * G[k][0] + r[i][1] * G[k][1] + r[i][2] * G[k][2]);
         }
     return U;
 }
 
+// The transforms vectorise over the tiles of a run: each row is split into its four phases
+// (columns 4k, 4k+1, 4k+2, 4k+3), so that tile k's six columns are phase[0..3][k] and
+// phase[0..1][k+1], contiguous in k.
 LENET5_CPU_CLONES
 void winograd_input(const WinogradShape& s, const float* in, int t0, int nt, float* V) {
     const size_t xi_stride = size_t(s.C) * nt;
-    std::vector<float> buf(size_t(8) * (2 * s.tiles_w() + 2));
+    const int most = s.tiles_w() + 1, longest = 4 * most;  // phases of a run: n + 1 entries
+    std::vector<float> buf(size_t(12) * longest);
+    float* row[6];
+    float* t[6];
+    for (int r = 0; r < 6; ++r) row[r] = buf.data() + r * longest, t[r] = buf.data() + (6 + r) * longest;
     for (int j = 0; j < nt;) {
         const Run run = run_at(s, t0, nt, j);
         j += run.n;
-        // The run's four input rows, columns x0 .. x0+L-1, zeros outside the input.
-        const int L = 2 * run.n + 2, x0 = 2 * run.tx0 - s.pl;
-        float* row[4] = {buf.data(), buf.data() + L, buf.data() + 2 * L, buf.data() + 3 * L};
-        float* t[4] = {buf.data() + 4 * L, buf.data() + 5 * L, buf.data() + 6 * L, buf.data() + 7 * L};
+        // The run's six input rows, columns x0 .. x0+L-1, zeros outside the input.
+        const int L = 4 * run.n + 4, x0 = 4 * run.tx0 - s.pl, n = run.n;
         const int lo = std::max(0, -x0), hi = std::min(L, s.IW - x0);  // columns inside the input
         for (int c = 0; c < s.C; ++c) {
             const float* plane = in + size_t(c) * s.IH * s.IW;
-            for (int r = 0; r < 4; ++r) {
-                const int y = 2 * run.ty - s.pt + r;
+            for (int r = 0; r < 6; ++r) {
+                const int y = 4 * run.ty - s.pt + r;
                 if (y < 0 || y >= s.IH || lo >= hi) {
                     std::fill(row[r], row[r] + L, 0.0f);
                     continue;
                 }
-                std::fill(row[r], row[r] + lo, 0.0f);
+                if (lo > 0) std::fill(row[r], row[r] + lo, 0.0f);  // (most runs have no padding to fill)
                 std::copy(plane + size_t(y) * s.IW + x0 + lo, plane + size_t(y) * s.IW + x0 + hi, row[r] + lo);
-                std::fill(row[r] + hi, row[r] + L, 0.0f);
+                if (hi < L) std::fill(row[r] + hi, row[r] + L, 0.0f);
             }
-            for (int x = 0; x < L; ++x) {  // B^T d on every column at once
-                t[0][x] = row[0][x] - row[2][x];
-                t[1][x] = row[1][x] + row[2][x];
-                t[2][x] = row[2][x] - row[1][x];
-                t[3][x] = row[1][x] - row[3][x];
+            for (int x = 0; x < L; ++x) {  // B^T d on every column at once, written as phases
+                float v[6];
+                input_rows(row[0][x], row[1][x], row[2][x], row[3][x], row[4][x], row[5][x], v);
+                const int k = x >> 2, q = x & 3;
+                for (int i = 0; i < 6; ++i) t[i][q * most + k] = v[i];
             }
-            for (int i = 0; i < 4; ++i) {  // (B^T d) B, tile by tile
-                float* v = V + size_t(4 * i) * xi_stride + size_t(c) * nt + run.j;
-                const float* a = t[i];
-                for (int k = 0; k < run.n; ++k) {
-                    v[k] = a[2 * k] - a[2 * k + 2];
-                    v[xi_stride + k] = a[2 * k + 1] + a[2 * k + 2];
-                    v[2 * xi_stride + k] = a[2 * k + 2] - a[2 * k + 1];
-                    v[3 * xi_stride + k] = a[2 * k + 1] - a[2 * k + 3];
+            for (int i = 0; i < 6; ++i) {  // (B^T d) B, tile by tile
+                float* v = V + size_t(6 * i) * xi_stride + size_t(c) * nt + run.j;
+                const float *p0 = t[i], *p1 = p0 + most, *p2 = p1 + most, *p3 = p2 + most;
+                for (int k = 0; k < n; ++k) {
+                    float w[6];
+                    input_rows(p0[k], p1[k], p2[k], p3[k], p0[k + 1], p1[k + 1], w);
+                    for (int q = 0; q < 6; ++q) v[q * xi_stride + k] = w[q];
                 }
             }
         }
@@ -100,32 +122,35 @@ LENET5_CPU_CLONES
 void winograd_output(const WinogradShape& s, const float* M, int t0, int nt, int m0, int mw, const float* bias,
                      InferAct act, float* out) {
     const size_t xi_stride = size_t(mw) * nt;
-    std::vector<float> buf(size_t(2) * (2 * s.tiles_w()));
+    const int most = s.tiles_w();
+    std::vector<float> buf(size_t(24 + 4) * most);  // A^T m: [row][column][tile]; then one output row
+    float* line = buf.data() + size_t(24) * most;
     for (int j = 0; j < nt;) {
         const Run run = run_at(s, t0, nt, j);
         j += run.n;
-        float* top = buf.data();
-        float* bottom = buf.data() + 2 * run.n;
-        const int y = 2 * run.ty, x = 2 * run.tx0, width = std::min(2 * run.n, s.OW - x);
+        const int y = 4 * run.ty, x = 4 * run.tx0, width = std::min(4 * run.n, s.OW - x), n = run.n;
         for (int m = 0; m < mw; ++m) {
             const float* p = M + size_t(m) * nt + run.j;
             const float b = bias[m0 + m];
-            for (int k = 0; k < run.n; ++k) {
-                float s0[4], s1[4];  // A^T m: rows 0+1+2 and 1-2-3, per column
-                for (int col = 0; col < 4; ++col) {
-                    const float m0v = p[size_t(col) * xi_stride + k], m1v = p[size_t(4 + col) * xi_stride + k];
-                    const float m2v = p[size_t(8 + col) * xi_stride + k], m3v = p[size_t(12 + col) * xi_stride + k];
-                    s0[col] = m0v + m1v + m2v;
-                    s1[col] = m1v - m2v - m3v;
+            for (int col = 0; col < 6; ++col) {
+                const float* q0 = p + size_t(col) * xi_stride;
+                for (int k = 0; k < n; ++k) {
+                    float o[4];
+                    output_rows(q0[k], q0[6 * xi_stride + k], q0[12 * xi_stride + k], q0[18 * xi_stride + k],
+                                q0[24 * xi_stride + k], q0[30 * xi_stride + k], o);
+                    for (int r = 0; r < 4; ++r) buf[size_t(r * 6 + col) * most + k] = o[r];
                 }
-                top[2 * k] = s0[0] + s0[1] + s0[2] + b;
-                top[2 * k + 1] = s0[1] - s0[2] - s0[3] + b;
-                bottom[2 * k] = s1[0] + s1[1] + s1[2] + b;
-                bottom[2 * k + 1] = s1[1] - s1[2] - s1[3] + b;
             }
             float* plane = out + size_t(m0 + m) * s.OH * s.OW;
-            store(top, width, act, plane + size_t(y) * s.OW + x);
-            if (y + 1 < s.OH) store(bottom, width, act, plane + size_t(y + 1) * s.OW + x);
+            for (int r = 0; r < 4 && y + r < s.OH; ++r) {  // (A^T m) A, one output row at a time
+                const float* a = buf.data() + size_t(r * 6) * most;
+                for (int k = 0; k < n; ++k) {
+                    float o[4];
+                    output_rows(a[k], a[most + k], a[2 * most + k], a[3 * most + k], a[4 * most + k], a[5 * most + k], o);
+                    for (int q = 0; q < 4; ++q) line[4 * k + q] = o[q] + b;
+                }
+                store(line, width, act, plane + size_t(y + r) * s.OW + x);
+            }
         }
     }
 }
