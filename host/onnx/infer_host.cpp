@@ -171,6 +171,15 @@ private:
 
     float* slot(int value) { return slots_[size_t(g_.slot_of[value])].data(); }
 
+    // The calling OpenMP thread's scratch buffer (cols_).
+    float* thread_scratch() {
+#ifdef LENET5_HAVE_OPENMP
+        return cols_[size_t(omp_get_thread_num())].data();
+#else
+        return cols_[0].data();
+#endif
+    }
+
     // Output pixels per im2col block: the block's windows (depth floats each) and its outputs
     // (maps floats each) within ~1 MiB each, so that the bias and activation find them in cache.
     static int block_pixels(size_t depth, int maps, int pixels) {
@@ -277,11 +286,7 @@ private:
         for (int item = 0; item < items; ++item) {
             const int s = item / (blocks * mblocks), t0 = (item / mblocks) % blocks * nb, m0 = item % mblocks * mb;
             const int nt = std::min(nb, tiles - t0), mw = std::min(mb, w.OC - m0);
-#ifdef LENET5_HAVE_OPENMP
-            float* V = cols_[size_t(omp_get_thread_num())].data();
-#else
-            float* V = cols_[0].data();
-#endif
+            float* V = thread_scratch();
             float* M = V + size_t(kWinoXi) * w.C * nt;
             winograd_input(ws, x + size_t(s) * w.C * w.IH * w.IW, t0, nt, V);
             for (int xi = 0; xi < kWinoXi; ++xi)
@@ -307,11 +312,7 @@ private:
 #pragma omp parallel for schedule(dynamic) num_threads(par) if (par > 1)
         for (int item = 0; item < items; ++item) {
             const int s = item / (blocks * mblocks), y0 = (item / mblocks) % blocks * rb, m0 = item % mblocks * mb;
-#ifdef LENET5_HAVE_OPENMP
-            float* scratch = cols_[size_t(omp_get_thread_num())].data();
-#else
-            float* scratch = cols_[0].data();
-#endif
+            float* scratch = thread_scratch();
             conv_rows(rs, x + size_t(s) * w.C * w.IH * w.IW, op.weight.data(), op.bias.data(), op.act, y0,
                       std::min(rb, w.OH - y0), m0, std::min(mb, w.OC - m0), y + size_t(s) * w.OC * w.OH * w.OW, scratch);
         }
@@ -358,11 +359,7 @@ private:
         for (int item = 0; item < items; ++item) {
             const int s = item / (blocks * mblocks), n0 = (item / mblocks) % blocks * nb, m0 = item % mblocks * mb;
             const int nw = std::min(nb, grid - n0), mw = std::min(mb, w.OC - m0);
-#ifdef LENET5_HAVE_OPENMP
-            float* acc = cols_[size_t(omp_get_thread_num())].data();
-#else
-            float* acc = cols_[0].data();
-#endif
+            float* acc = thread_scratch();
             const float* in = xp + size_t(s) * w.C * plane + n0;
             for (int t = 0; t < T; ++t)
                 gemm(false, mw, nw, w.C, taps + (size_t(t) * w.OC + m0) * w.C, w.C, in + (t / op.kw) * PW + t % op.kw,
@@ -398,11 +395,7 @@ private:
             const float* B = in + p0;
             int ldb = P;
             if (!direct) {
-#ifdef LENET5_HAVE_OPENMP
-                float* col = cols_[size_t(omp_get_thread_num())].data();
-#else
-                float* col = cols_[0].data();
-#endif
+                float* col = thread_scratch();
                 im2col(op, w, in, p0, pw, col);
                 B = col;
                 ldb = pw;
