@@ -267,4 +267,70 @@ __kernel __attribute__((reqd_work_group_size(256, 1, 1))) void cv_bias_grad(__gl
     if (l == 0) db[o] = sums[0];
 }
 
+// ---- Winograd F(4x4, 3x3) forward, stride 1 (inference; host/onnx/winograd_host.h has the maths):
+// tile t (of T = batch x tiles_h x tiles_w) covers outputs 4*ty .. +3, 4*tx .. +3 of its sample.
+// cv_wino_input: V[xi][c][t] = (B^T d B)[xi] of the tile's 6x6 input patch d in map c (zeros in
+// the padding). NDRange (round_up(T, WG), C).
+inline void wino_bt(const float* x, int step, float* o) {  // B^T x over x[0], x[step], .. x[5*step]
+    const float x0 = x[0], x1 = x[step], x2 = x[2 * step], x3 = x[3 * step], x4 = x[4 * step], x5 = x[5 * step];
+    o[0] = 4.0f * x0 - 5.0f * x2 + x4;
+    o[1] = -4.0f * x1 - 4.0f * x2 + x3 + x4;
+    o[2] = 4.0f * x1 - 4.0f * x2 - x3 + x4;
+    o[3] = -2.0f * x1 - x2 + 2.0f * x3 + x4;
+    o[4] = 2.0f * x1 - x2 - 2.0f * x3 + x4;
+    o[5] = 4.0f * x1 - 5.0f * x3 + x5;
+}
+
+__kernel void cv_wino_input(__global const float* in, __global float* V, int C, int IH, int IW, int P, int tiles_w,
+                            int tiles, int T) {
+    const int t = (int)get_global_id(0), c = (int)get_global_id(1);
+    if (t >= T) return;
+    const int s = t / tiles, r = t % tiles, y0 = r / tiles_w * 4 - P, x0 = r % tiles_w * 4 - P;
+    __global const float* plane = in + ((size_t)s * C + c) * IH * IW;
+    float d[36], u[36], v[6];
+    for (int i = 0; i < 6; ++i)
+        for (int j = 0; j < 6; ++j) {
+            const int y = y0 + i, x = x0 + j;
+            d[i * 6 + j] = y >= 0 && y < IH && x >= 0 && x < IW ? plane[y * IW + x] : 0.0f;
+        }
+    for (int j = 0; j < 6; ++j) {  // B^T d, column by column
+        wino_bt(d + j, 6, v);
+        for (int i = 0; i < 6; ++i) u[i * 6 + j] = v[i];
+    }
+    for (int i = 0; i < 6; ++i) {  // (B^T d) B, row by row
+        wino_bt(u + i * 6, 1, v);
+        for (int j = 0; j < 6; ++j) V[((size_t)(i * 6 + j) * C + c) * T + t] = v[j];
+    }
+}
+
+// cv_wino_output: out[s][o][4*ty + i][4*tx + j] = act((A^T M A)[i][j] + b[o]) from M[xi][o][t] (the
+// 36 GEMMs' products), the outputs past the edge dropped. NDRange (round_up(T, WG), OC).
+inline void wino_at(const float* x, int step, float* o) {  // A^T x: four values from six
+    const float a = x[step] + x[2 * step], b = x[step] - x[2 * step], c = x[3 * step] + x[4 * step],
+                d = x[3 * step] - x[4 * step];
+    o[0] = x[0] + a + c;
+    o[1] = b + 2.0f * d;
+    o[2] = a + 4.0f * c;
+    o[3] = b + 8.0f * d + x[5 * step];
+}
+
+__kernel void cv_wino_output(__global const float* M, __global const float* b, __global float* out, int OC, int OH,
+                             int OW, int tiles_w, int tiles, int T, int act) {
+    const int t = (int)get_global_id(0), o = (int)get_global_id(1);
+    if (t >= T) return;
+    const int s = t / tiles, r = t % tiles, y0 = r / tiles_w * 4, x0 = r % tiles_w * 4;
+    float m[36], u[24], v[4];
+    for (int k = 0; k < 36; ++k) m[k] = M[((size_t)k * OC + o) * T + t];
+    for (int j = 0; j < 6; ++j) {  // A^T m, column by column
+        wino_at(m + j, 6, v);
+        for (int i = 0; i < 4; ++i) u[i * 6 + j] = v[i];
+    }
+    __global float* plane = out + ((size_t)s * OC + o) * OH * OW;
+    const float bias = b[o];
+    for (int i = 0; i < 4 && y0 + i < OH; ++i) {  // (A^T m) A, row by row
+        wino_at(u + i * 6, 1, v);
+        for (int j = 0; j < 4 && x0 + j < OW; ++j) plane[(y0 + i) * OW + x0 + j] = act_forward(act, v[j] + bias);
+    }
+}
+
 #endif  // LENET5_CONV && LENET5_BATCH

@@ -18,6 +18,7 @@
 #include "rng.h"
 #ifdef LENET5_HAVE_OPENCL
 #include "conv/opencl_conv.h"
+#include "onnx/winograd_host.h"
 #endif
 
 using namespace lenet5;
@@ -200,6 +201,30 @@ cl::CommandQueue* OpenCLConvTest::queue_ = nullptr;
 OpenCLConv* OpenCLConvTest::conv_ = nullptr;
 
 TEST_F(OpenCLConvTest, DirectMatchesReference) { check(ConvAlgo::Direct); }
+
+// Winograd F(4x4, 3x3) (inference): forward against the reference, on shapes with two GEMM tiles
+// of maps and of tiles (136 maps, 150 tiles), tile counts a multiple of 4 or not, sizes that are
+// not a multiple of 4, with and without padding; a shape it does not take is a one-line error.
+TEST_F(OpenCLConvTest, WinogradForwardMatchesReference) {
+    for (const ConvShape& s : {ConvShape{5, 16, 21, 19, 136, 3, 1, 1}, ConvShape{4, 20, 17, 13, 24, 3, 1, 0}}) {
+        const Tensors t(s);
+        std::vector<float> U = winograd_filters(t.w, s.out_c, s.in_c), filters(U.size());  // [xi][o][c] -> [o][xi][c]
+        for (int xi = 0; xi < 36; ++xi)
+            for (int o = 0; o < s.out_c; ++o)
+                for (int c = 0; c < s.in_c; ++c)
+                    filters[(size_t(o) * 36 + xi) * s.in_c + c] = U[(size_t(xi) * s.out_c + o) * s.in_c + c];
+        ASSERT_TRUE(OpenCLConv::winograd_takes(s)) << s.describe();
+        const cl::Buffer out = upload(std::vector<float>(s.output_size(), NAN));
+        conv_->forward_winograd(s, upload(t.in), upload(filters), upload(t.b), out, Activation::Tanh);
+        Results got(s), ref = host_results(ConvAlgo::Direct, s, t, Activation::Tanh);
+        download(out, got.out);
+        EXPECT_LT(max_relative_error(got.out.data(), ref.out.data(), ref.out.size()), kTolerance) << s.describe();
+    }
+    const ConvShape five{1, 16, 9, 9, 4, 5, 1, 2};
+    EXPECT_FALSE(OpenCLConv::winograd_takes(five));
+    const cl::Buffer any = upload(std::vector<float>(4096, 0.0f));
+    EXPECT_THROW(conv_->forward_winograd(five, any, any, any, any), Error);
+}
 TEST_F(OpenCLConvTest, Im2colMatchesReference) { check(ConvAlgo::Im2col); }
 
 #ifdef LENET5_HAVE_CLBLAST

@@ -237,6 +237,37 @@ void OpenCLConv::Impl::direct_forward(const ConvShape& s, const cl::Buffer& in, 
                 std::to_string(local_floats * sizeof(float)) + " bytes of __local memory; use im2col");
 }
 
+bool OpenCLConv::winograd_takes(const ConvShape& s) {
+    const size_t T = size_t(s.batch) * ((s.out_h() + 3) / 4) * ((s.out_w() + 3) / 4);
+    return s.kernel == 3 && s.stride == 1 && s.in_c >= 16 && s.in_c % 4 == 0 &&
+           size_t(36) * std::max(s.in_c, s.out_c) * T < (size_t(1) << 31);
+}
+
+void OpenCLConv::forward_winograd(const ConvShape& s, const cl::Buffer& in, const cl::Buffer& filters,
+                                  const cl::Buffer& b, const cl::Buffer& out, Activation act) {
+    Impl& m = *impl_;
+    s.validate();
+    if (!winograd_takes(s))
+        throw Error("winograd convolution " + s.describe() + ": needs a 3x3 kernel, stride 1 and a multiple of 4 input maps, at least 16");
+    cl_checked([&] {
+        const int tiles_w = (s.out_w() + 3) / 4, tiles = tiles_w * ((s.out_h() + 3) / 4), T = s.batch * tiles;
+        const int K = 36 * s.in_c;
+        const cl::Buffer& V = m.buffer(kCol, size_t(K) * T);
+        const cl::Buffer& M = m.buffer(kReorder, size_t(36) * s.out_c * T);
+        m.launch("cv_wino_input", cl::NDRange(round_up(size_t(T), m.wg), size_t(s.in_c)), cl::NDRange(m.wg, 1), in, V,
+                 s.in_c, s.in_h, s.in_w, s.pad, tiles_w, tiles, T);
+        // M[xi] = U[xi] V[xi] for the 36 points at once, as the fast GEMM's 36 slices over k: slice
+        // xi reads A's columns xi*in_c .. (U[o][xi][c]), B's rows xi*in_c .. (V[xi][c][t]) and writes
+        // C + xi*out_c*T.
+        const size_t tiles_n = (size_t(T) + kTile - 1) / kTile, tiles_m = (size_t(s.out_c) + kTile - 1) / kTile;
+        m.launch("gemm_fast_kn", cl::NDRange(tiles_n * 256, tiles_m, 36), cl::NDRange(256, 1, 1), s.out_c, T, K, s.in_c,
+                 filters, 0, K, 1, V, 0, T, 1, M, 0, T, 1, as_int(size_t(s.out_c) * T), kStore, 0, b, 0, 1,
+                 int(T % 4 == 0));
+        m.launch("cv_wino_output", cl::NDRange(round_up(size_t(T), m.wg), size_t(s.out_c)), cl::NDRange(m.wg, 1), M, b,
+                 out, s.out_c, s.out_h(), s.out_w(), tiles_w, tiles, T, static_cast<int>(act));
+    });
+}
+
 void OpenCLConv::forward(ConvAlgo algo, const ConvShape& s, const cl::Buffer& in, const cl::Buffer& w,
                          const cl::Buffer& b, const cl::Buffer& out, Activation act) {
     Impl& m = *impl_;

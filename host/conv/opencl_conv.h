@@ -51,6 +51,17 @@ public:
     void backward_weights(ConvAlgo algo, const ConvShape& shape, const cl::Buffer& in, const cl::Buffer& d_out,
                           const cl::Buffer& d_weights, const cl::Buffer& d_bias);
 
+    // Inference only: the forward pass of a 3x3 stride-1 convolution by Winograd F(4x4, 3x3), 4x
+    // fewer multiplies than the direct sum: the tiles' input transforms, the 36 GEMMs in one
+    // launch, the output transforms with bias and activation. `filters`: the transformed weights
+    // [out_c][36][in_c] (host/onnx/winograd_host.h's winograd_filters, reordered). Throws Error
+    // for a shape winograd_takes() refuses.
+    void forward_winograd(const ConvShape& shape, const cl::Buffer& in, const cl::Buffer& filters,
+                          const cl::Buffer& bias, const cl::Buffer& out, Activation act = Activation::None);
+    // 3x3, stride 1, at least 16 input maps and a multiple of 4 (the GEMM's float4 loads), and
+    // transformed tensors under 2^31 floats.
+    static bool winograd_takes(const ConvShape& shape);
+
     // The algorithm Auto stands for: the one choose() was given for the shape (at first, what the
     // convolution tuning cache of conv_tuning.h holds for this device and driver), else Direct.
     // Others are returned as they are.

@@ -1,7 +1,8 @@
 // The OpenCL variants of `lenet5 infer`: every op on the device. The weights are uploaded once
 // when the runner is made, the batch's input is written once per run and its output read once;
 // the activations in between stay in device buffers (the graph's slots). Convolutions go through
-// host/conv's OpenCLConv (--conv-algo; its `auto` picks per layer shape), square unpadded
+// host/conv's OpenCLConv (--conv-algo; under `auto`, 3x3 stride-1 layers of 16 or more input
+// maps take Winograd F(4x4, 3x3), the others what `auto` picks for the shape), square unpadded
 // poolings through batch_layers.cl's pool_forward, the rest through cl_kernels/infer.cl. The
 // variant picks batch_layers.cl's memory knob (-DMEM_CONSTANT, -DMEM_LOCAL); the inference
 // kernels themselves read __global memory in all three.
@@ -13,6 +14,7 @@
 #include "infer_runner.h"
 #include "opencl_kernels.h"
 #include "opencl_runtime.h"
+#include "winograd_host.h"
 
 namespace lenet5 {
 
@@ -92,7 +94,11 @@ private:
             if (!op.weight.empty()) w.weight = upload(op.weight);
             if (!op.bias.empty()) w.bias = upload(op.bias);
             if (!op.addend.empty()) w.addend = upload(op.addend);
-            if (op.kind == InferOpKind::Conv) check_conv(op);
+            if (op.kind == InferOpKind::Conv) {
+                check_conv(op);
+                if (algo_ == conv::ConvAlgo::Auto && conv::OpenCLConv::winograd_takes(conv_shape(op, batch_)))
+                    w.winograd = upload(winograd_layout(op));
+            }
             weights_.push_back(std::move(w));
         }
         queue_.finish();
@@ -140,7 +146,8 @@ private:
         switch (op.kind) {
             case InferOpKind::Reshape: return;
             case InferOpKind::Conv:
-                conv_->forward(algo_, conv_shape(op, count), x, w.weight, w.bias, y, activation(op.act));
+                if (w.winograd()) conv_->forward_winograd(conv_shape(op, count), x, w.winograd, w.bias, y, activation(op.act));
+                else conv_->forward(algo_, conv_shape(op, count), x, w.weight, w.bias, y, activation(op.act));
                 return;
             case InferOpKind::Dense:
                 for (int s0 = 0; s0 < count; s0 += kDenseSamples)
@@ -176,7 +183,19 @@ private:
 
     struct Weights {
         cl::Buffer weight, bias, addend;
+        cl::Buffer winograd;  // a Conv that auto computes by Winograd: its transformed weights
     };
+
+    // winograd_filters' U[xi][o][c] as forward_winograd reads it, [o][xi][c].
+    std::vector<float> winograd_layout(const InferOp& op) const {
+        const int OC = int(g_.values[op.out].dims[0]), C = int(g_.values[op.in].dims[0]);
+        const std::vector<float> U = winograd_filters(op.weight, OC, C);
+        std::vector<float> out(U.size());
+        for (int xi = 0; xi < 36; ++xi)
+            for (int o = 0; o < OC; ++o)
+                std::copy_n(U.begin() + (ptrdiff_t(xi) * OC + o) * C, C, out.begin() + (ptrdiff_t(o) * 36 + xi) * C);
+        return out;
+    }
 
     const InferGraph& g_;
     std::string variant_;
