@@ -208,11 +208,7 @@ TEST_F(OpenCLConvTest, DirectMatchesReference) { check(ConvAlgo::Direct); }
 TEST_F(OpenCLConvTest, WinogradForwardMatchesReference) {
     for (const ConvShape& s : {ConvShape{5, 16, 21, 19, 136, 3, 1, 1}, ConvShape{4, 20, 17, 13, 24, 3, 1, 0}}) {
         const Tensors t(s);
-        std::vector<float> U = winograd_filters(t.w, s.out_c, s.in_c), filters(U.size());  // [xi][o][c] -> [o][xi][c]
-        for (int xi = 0; xi < 36; ++xi)
-            for (int o = 0; o < s.out_c; ++o)
-                for (int c = 0; c < s.in_c; ++c)
-                    filters[(size_t(o) * 36 + xi) * s.in_c + c] = U[(size_t(xi) * s.out_c + o) * s.in_c + c];
+        const std::vector<float> filters = winograd_filters(t.w, s.out_c, s.in_c);
         ASSERT_TRUE(OpenCLConv::winograd_takes(s)) << s.describe();
         const cl::Buffer out = upload(std::vector<float>(s.output_size(), NAN));
         conv_->forward_winograd(s, upload(t.in), upload(filters), upload(t.b), out, Activation::Tanh);

@@ -96,42 +96,45 @@ public:
 #endif
         for (const int64_t floats : g_.slot_floats) slots_.emplace_back(size_t(floats) * size_t(batch_));
         ms_.assign(g_.ops.size(), 0.0);
+        path_.assign(g_.ops.size(), ConvPath::Reference);
         if (!fast) return;
-        size_t col = 0, acc = 0, padded = 0;
-        taps_.resize(g_.ops.size());
-        wino_.resize(g_.ops.size());
+        size_t scratch = 0, padded = 0;
+        filters_.resize(g_.ops.size());
         for (size_t k = 0; k < g_.ops.size(); ++k) {
             const InferOp& op = g_.ops[k];
             if (op.kind != InferOpKind::Conv) continue;
             const Window w(g_, op);
-            if (winograd(op, w)) {
-                const int nb = std::min(kWinoBlock, wino_shape(w, op).tiles());  // wino_blocks() makes none larger
-                acc = std::max(acc, size_t(kWinoXi) * nb * size_t(w.C + w.OC));
-                wino_[k] = winograd_filters(op.weight, w.OC, w.C);
-                continue;
+            switch (path_[k] = conv_path(op, w)) {
+                case ConvPath::Reference: break;
+                case ConvPath::Winograd: {
+                    const int nb = std::min(kWinoBlock, wino_shape(w, op).tiles());  // wino_blocks() makes none larger
+                    scratch = std::max(scratch, size_t(kWinoXi) * nb * size_t(w.C + w.OC));
+                    filters_[k] = winograd_filters(op.weight, w.OC, w.C);
+                    break;
+                }
+                case ConvPath::Rows: scratch = std::max(scratch, size_t(rows_shape(w, op).scratch())); break;
+                case ConvPath::Im2col: {
+                    const size_t depth = size_t(w.C) * op.kh * op.kw;
+                    scratch = std::max(scratch, depth * size_t(block_pixels(depth, w.OC, w.OH * w.OW)));
+                    break;
+                }
+                case ConvPath::Shifted: {
+                    const int PH = w.IH + op.pt + op.pb, PW = w.IW + op.pl + op.pr;
+                    padded = std::max(padded, size_t(w.C) * PH * PW * batch_);
+                    scratch = std::max(scratch, size_t(w.OC) * shift_block(w, (w.OH - 1) * PW + w.OW));
+                    // filters_[k][t][o][c] = weight[o][c][t]: each tap's out maps x in maps, the GEMMs' A.
+                    const int T = op.kh * op.kw;
+                    auto& t = filters_[k];
+                    t.resize(op.weight.size());
+                    for (int o = 0; o < w.OC; ++o)
+                        for (int c = 0; c < w.C; ++c)
+                            for (int tap = 0; tap < T; ++tap)
+                                t[(size_t(tap) * w.OC + o) * w.C + c] = op.weight[(size_t(o) * w.C + c) * T + tap];
+                    break;
+                }
             }
-            if (by_rows(op, w)) {
-                col = std::max(col, size_t(rows_shape(w, op).scratch()));
-                continue;
-            }
-            if (!shifted(op, w)) {
-                const size_t depth = size_t(w.C) * op.kh * op.kw;
-                col = std::max(col, depth * size_t(block_pixels(depth, w.OC, w.OH * w.OW)));
-                continue;
-            }
-            const int PH = w.IH + op.pt + op.pb, PW = w.IW + op.pl + op.pr;
-            padded = std::max(padded, size_t(w.C) * PH * PW * batch_);
-            acc = std::max(acc, size_t(w.OC) * shift_block(w, (w.OH - 1) * PW + w.OW));
-            // taps_[k][t][o][c] = weight[o][c][t]: each tap's out maps x in maps, the GEMMs' A.
-            const int T = op.kh * op.kw;
-            auto& t = taps_[k];
-            t.resize(op.weight.size());
-            for (int o = 0; o < w.OC; ++o)
-                for (int c = 0; c < w.C; ++c)
-                    for (int tap = 0; tap < T; ++tap)
-                        t[(size_t(tap) * w.OC + o) * w.C + c] = op.weight[(size_t(o) * w.C + c) * T + tap];
         }
-        cols_.assign(size_t(threads_), std::vector<float>(std::max(col, acc)));
+        cols_.assign(size_t(threads_), std::vector<float>(scratch));
         padded_.resize(padded);
     }
 
@@ -196,11 +199,13 @@ private:
         switch (op.kind) {
             case InferOpKind::Reshape: return;
             case InferOpKind::Conv:
-                if (fast_ && winograd(op, Window(g_, op))) conv_winograd(k, x, y, count);
-                else if (fast_ && shifted(op, Window(g_, op))) conv_shifted(k, x, y, count);
-                else if (fast_ && by_rows(op, Window(g_, op))) conv_by_rows(op, x, y, count);
-                else if (fast_) conv_fast(op, x, y, count);
-                else conv_reference(op, x, y, count);
+                switch (path_[k]) {
+                    case ConvPath::Reference: return conv_reference(op, x, y, count);
+                    case ConvPath::Winograd: return conv_winograd(k, x, y, count);
+                    case ConvPath::Shifted: return conv_shifted(k, x, y, count);
+                    case ConvPath::Rows: return conv_by_rows(op, x, y, count);
+                    case ConvPath::Im2col: return conv_fast(op, x, y, count);
+                }
                 return;
             case InferOpKind::Dense:
                 if (fast_) dense_fast(op, x, y, count);
@@ -250,17 +255,36 @@ private:
                     }
     }
 
-    // 3x3 stride-1 convolutions of at least 16 input maps: Winograd F(4x4, 3x3) (winograd_host.h).
-    static bool winograd(const InferOp& op, const Window& w) {
-        return op.kh == 3 && op.kw == 3 && op.sh == 1 && op.sw == 1 && w.C >= 16;
+    // How omp computes a convolution: at stride 1, 3x3 kernels over at least 16 input maps by
+    // Winograd F(4x4, 3x3) (winograd_host.h), other kernels over that many by a GEMM per tap
+    // (conv_shifted), fewer input maps row by row (conv_rows_host.h); other strides by im2col + GEMM.
+    enum class ConvPath { Reference, Winograd, Shifted, Rows, Im2col };
+    static ConvPath conv_path(const InferOp& op, const Window& w) {
+        if (op.sh != 1 || op.sw != 1) return ConvPath::Im2col;
+        if (w.C < 16) return ConvPath::Rows;
+        return op.kh == 3 && op.kw == 3 ? ConvPath::Winograd : ConvPath::Shifted;
+    }
+
+    // Work items over (sample, block, block of output maps): the maps are split, into at most
+    // max_mblocks, only when the samples' blocks are too few to give every thread one.
+    struct Split {
+        int blocks, mblocks, mb, items;
+        int sample(int item) const { return item / (blocks * mblocks); }
+        int block(int item) const { return item / mblocks % blocks; }
+        int map0(int item) const { return item % mblocks * mb; }
+    };
+    Split split(int blocks, int count, int maps, int max_mblocks) const {
+        const int all = blocks * count;
+        const int mblocks = all >= threads_ ? 1 : std::min(max_mblocks, (threads_ + all - 1) / all);
+        return {blocks, mblocks, (maps + mblocks - 1) / mblocks, all * mblocks};
     }
     static WinogradShape wino_shape(const Window& w, const InferOp& op) {
         return {w.C, w.IH, w.IW, w.OC, w.OH, w.OW, op.pt, op.pl};
     }
+    static constexpr int kWinoXi = 36;  // GEMMs per layer: one per point of the 6x6 transform
     // Tiles per block: about 64 (measured best on VGG16's layers at batch 1: the GEMMs' operands
     // stay in cache), in blocks of equal size, as many per sample as it takes to give every
     // thread the same number of blocks when the samples alone do not.
-    static constexpr int kWinoXi = 36;  // GEMMs per layer: one per point of the 6x6 transform
     static constexpr int kWinoBlock = 64;
     int wino_blocks(int tiles, int count) const {
         int blocks = (tiles + kWinoBlock - 1) / kWinoBlock;
@@ -269,52 +293,46 @@ private:
         return std::min(blocks, tiles);
     }
 
-    // Work items: (sample, block of tiles, block of output maps), maps split only when the tile
-    // blocks are too few to give every thread one. Each item transforms its block's input, runs
-    // the 36 GEMMs and transforms the products back into its outputs.
+    // Each work item (Split: blocks of tiles) transforms its block's input, runs the 36 GEMMs and
+    // transforms the products back into its outputs.
     void conv_winograd(size_t k, const float* x, float* y, int count) {
         const InferOp& op = g_.ops[k];
         const Window w(g_, op);
         const WinogradShape ws = wino_shape(w, op);
-        const int tiles = ws.tiles(), nb = (tiles + wino_blocks(tiles, count) - 1) / wino_blocks(tiles, count);
-        const int blocks = (tiles + nb - 1) / nb;
-        const int per_sample = blocks * count;
-        const int mblocks = per_sample >= threads_ ? 1 : std::min(w.OC / 16 + 1, (threads_ + per_sample - 1) / per_sample);
-        const int mb = (w.OC + mblocks - 1) / mblocks, items = per_sample * mblocks, par = threads_;
-        const float* U = wino_[k].data();
+        const int tiles = ws.tiles(), want = wino_blocks(tiles, count), nb = (tiles + want - 1) / want;
+        const Split sp = split((tiles + nb - 1) / nb, count, w.OC, w.OC / 16 + 1);
+        const float* U = filters_[k].data();
+        const int par = threads_;
 #pragma omp parallel for schedule(dynamic) num_threads(par) if (par > 1)
-        for (int item = 0; item < items; ++item) {
-            const int s = item / (blocks * mblocks), t0 = (item / mblocks) % blocks * nb, m0 = item % mblocks * mb;
-            const int nt = std::min(nb, tiles - t0), mw = std::min(mb, w.OC - m0);
+        for (int item = 0; item < sp.items; ++item) {
+            const int s = sp.sample(item), t0 = sp.block(item) * nb, m0 = sp.map0(item);
+            const int nt = std::min(nb, tiles - t0), mw = std::min(sp.mb, w.OC - m0);
             float* V = thread_scratch();
             float* M = V + size_t(kWinoXi) * w.C * nt;
             winograd_input(ws, x + size_t(s) * w.C * w.IH * w.IW, t0, nt, V);
-            for (int xi = 0; xi < kWinoXi; ++xi)
-                gemm(false, mw, nt, w.C, U + (size_t(xi) * w.OC + m0) * w.C, w.C, V + size_t(xi) * w.C * nt, nt,
-                     M + size_t(xi) * mw * nt, nt);
+            for (int xi = 0; xi < kWinoXi; ++xi)  // A = U[o][xi][c] for o from m0: rows kWinoXi * C apart
+                gemm(false, mw, nt, w.C, U + (size_t(m0) * kWinoXi + xi) * w.C, kWinoXi * w.C, V + size_t(xi) * w.C * nt,
+                     nt, M + size_t(xi) * mw * nt, nt);
             winograd_output(ws, M, t0, nt, m0, mw, op.bias.data(), op.act, y + size_t(s) * w.OC * w.OH * w.OW);
         }
     }
 
-    // Stride-1 convolutions of fewer input maps: row by row (conv_rows_host.h).
-    static bool by_rows(const InferOp& op, const Window& w) { return op.sh == 1 && op.sw == 1 && w.C < 16; }
     static ConvRowsShape rows_shape(const Window& w, const InferOp& op) {
         return {w.C, w.IH, w.IW, w.OC, w.OH, w.OW, op.kh, op.kw, op.pt, op.pl};
     }
 
-    // Work items: (sample, block of 8 output rows, block of output maps).
+    // Work items (Split): blocks of 8 output rows.
     void conv_by_rows(const InferOp& op, const float* x, float* y, int count) {
         const Window w(g_, op);
         const ConvRowsShape rs = rows_shape(w, op);
-        const int rb = 8, blocks = (w.OH + rb - 1) / rb, per_sample = blocks * count;
-        const int mblocks = per_sample >= threads_ ? 1 : std::min(w.OC, (threads_ + per_sample - 1) / per_sample);
-        const int mb = (w.OC + mblocks - 1) / mblocks, items = per_sample * mblocks, par = threads_;
+        const int rb = 8, par = threads_;
+        const Split sp = split((w.OH + rb - 1) / rb, count, w.OC, w.OC);
 #pragma omp parallel for schedule(dynamic) num_threads(par) if (par > 1)
-        for (int item = 0; item < items; ++item) {
-            const int s = item / (blocks * mblocks), y0 = (item / mblocks) % blocks * rb, m0 = item % mblocks * mb;
-            float* scratch = thread_scratch();
+        for (int item = 0; item < sp.items; ++item) {
+            const int s = sp.sample(item), y0 = sp.block(item) * rb, m0 = sp.map0(item);
             conv_rows(rs, x + size_t(s) * w.C * w.IH * w.IW, op.weight.data(), op.bias.data(), op.act, y0,
-                      std::min(rb, w.OH - y0), m0, std::min(mb, w.OC - m0), y + size_t(s) * w.OC * w.OH * w.OW, scratch);
+                      std::min(rb, w.OH - y0), m0, std::min(sp.mb, w.OC - m0), y + size_t(s) * w.OC * w.OH * w.OW,
+                      thread_scratch());
         }
     }
 
@@ -323,7 +341,6 @@ private:
     // maps x in maps) times the padded planes read from offset ky*PW + kx, so every tap's operand
     // is the padded input itself. A block of grid pixels sums its taps' GEMMs in a per-thread
     // buffer; its columns inside the output then get bias and activation on their way out.
-    static bool shifted(const InferOp& op, const Window& w) { return op.sh == 1 && op.sw == 1 && w.C >= 16; }
 
     // Grid pixels per block: the block's sums and its stretch of the input within ~1 MiB each.
     static int shift_block(const Window& w, int pixels) {
@@ -351,14 +368,13 @@ private:
             }
             std::fill(dst + (op.pt + w.IH) * PW, dst + plane, 0.0f);
         }
-        const int blocks = (grid + nb - 1) / nb, per_sample = blocks * count;
-        const int mblocks = per_sample >= threads_ ? 1 : std::min(w.OC / 16 + 1, (threads_ + per_sample - 1) / per_sample);
-        const int mb = (w.OC + mblocks - 1) / mblocks, items = per_sample * mblocks, T = op.kh * op.kw;
-        const float* taps = taps_[k].data();
+        const Split sp = split((grid + nb - 1) / nb, count, w.OC, w.OC / 16 + 1);
+        const int T = op.kh * op.kw;
+        const float* taps = filters_[k].data();
 #pragma omp parallel for schedule(dynamic) num_threads(par) if (par > 1)
-        for (int item = 0; item < items; ++item) {
-            const int s = item / (blocks * mblocks), n0 = (item / mblocks) % blocks * nb, m0 = item % mblocks * mb;
-            const int nw = std::min(nb, grid - n0), mw = std::min(mb, w.OC - m0);
+        for (int item = 0; item < sp.items; ++item) {
+            const int s = sp.sample(item), n0 = sp.block(item) * nb, m0 = sp.map0(item);
+            const int nw = std::min(nb, grid - n0), mw = std::min(sp.mb, w.OC - m0);
             float* acc = thread_scratch();
             const float* in = xp + size_t(s) * w.C * plane + n0;
             for (int t = 0; t < T; ++t)
@@ -377,31 +393,20 @@ private:
         }
     }
 
-    // Work items: (sample, block of output pixels, block of output maps); maps are split only
-    // when the pixel blocks are too few to give every thread one.
+    // Work items (Split): blocks of output pixels, each unrolled by im2col, then one GEMM.
     void conv_fast(const InferOp& op, const float* x, float* y, int count) {
         const Window w(g_, op);
         const int P = w.OH * w.OW, depth = w.C * op.kh * op.kw, pb = block_pixels(size_t(depth), w.OC, P);
-        const int pblocks = (P + pb - 1) / pb, per_sample = pblocks * count;
-        const int mblocks = per_sample >= threads_ ? 1 : std::min(w.OC / 16 + 1, (threads_ + per_sample - 1) / per_sample);
-        const int mb = (w.OC + mblocks - 1) / mblocks;
-        const bool direct = op.kh == 1 && op.kw == 1 && op.sh == 1 && op.sw == 1 && !op.pt && !op.pl && !op.pb && !op.pr;
-        const int items = per_sample * mblocks, par = threads_;
+        const Split sp = split((P + pb - 1) / pb, count, w.OC, w.OC / 16 + 1);
+        const int par = threads_;
 #pragma omp parallel for schedule(dynamic) num_threads(par) if (par > 1)
-        for (int item = 0; item < items; ++item) {
-            const int s = item / (pblocks * mblocks), p0 = (item / mblocks) % pblocks * pb, m0 = item % mblocks * mb;
-            const int pw = std::min(pb, P - p0), mw = std::min(mb, w.OC - m0);
-            const float* in = x + size_t(s) * w.C * w.IH * w.IW;
-            const float* B = in + p0;
-            int ldb = P;
-            if (!direct) {
-                float* col = thread_scratch();
-                im2col(op, w, in, p0, pw, col);
-                B = col;
-                ldb = pw;
-            }
+        for (int item = 0; item < sp.items; ++item) {
+            const int s = sp.sample(item), p0 = sp.block(item) * pb, m0 = sp.map0(item);
+            const int pw = std::min(pb, P - p0), mw = std::min(sp.mb, w.OC - m0);
+            float* col = thread_scratch();
+            im2col(op, w, x + size_t(s) * w.C * w.IH * w.IW, p0, pw, col);
             float* out = y + (size_t(s) * w.OC + m0) * P + p0;
-            gemm(false, mw, pw, depth, op.weight.data() + size_t(m0) * depth, depth, B, ldb, out, P);
+            gemm(false, mw, pw, depth, op.weight.data() + size_t(m0) * depth, depth, col, pw, out, P);
             for (int m = 0; m < mw; ++m) {
                 const float b = op.bias[size_t(m0 + m)];
                 float* row = out + size_t(m) * P;
@@ -485,8 +490,9 @@ private:
     const InferGraph& g_;
     bool fast_;
     int batch_, threads_ = 1;
-    std::vector<std::vector<float>> slots_, cols_, taps_;  // cols_: per thread
-    std::vector<std::vector<float>> wino_;                 // per Conv on the Winograd path: winograd_filters()
+    std::vector<std::vector<float>> slots_, cols_;  // cols_: per thread
+    std::vector<ConvPath> path_;                     // per op: how a Conv is computed
+    std::vector<std::vector<float>> filters_;        // per Conv: its weights as its path reads them
     std::vector<float> padded_;
     std::vector<double> ms_;
 };

@@ -90,15 +90,18 @@ private:
             slots_.emplace_back(context_, CL_MEM_READ_WRITE, sizeof(float) * size_t(floats) * size_t(batch_));
         ms_.assign(g_.ops.size(), 0.0);
         for (const InferOp& op : g_.ops) {
+            if (op.kind == InferOpKind::Conv) check_conv(op);
             Weights w;
-            if (!op.weight.empty()) w.weight = upload(op.weight);
+            const bool winograd = op.kind == InferOpKind::Conv && algo_ == conv::ConvAlgo::Auto &&
+                                  conv::OpenCLConv::winograd_takes(conv_shape(op, batch_));
+            if (winograd) {
+                const conv::ConvShape s = conv_shape(op, batch_);
+                w.winograd = upload(winograd_filters(op.weight, s.out_c, s.in_c));
+            } else if (!op.weight.empty()) {
+                w.weight = upload(op.weight);
+            }
             if (!op.bias.empty()) w.bias = upload(op.bias);
             if (!op.addend.empty()) w.addend = upload(op.addend);
-            if (op.kind == InferOpKind::Conv) {
-                check_conv(op);
-                if (algo_ == conv::ConvAlgo::Auto && conv::OpenCLConv::winograd_takes(conv_shape(op, batch_)))
-                    w.winograd = upload(winograd_layout(op));
-            }
             weights_.push_back(std::move(w));
         }
         queue_.finish();
@@ -183,19 +186,8 @@ private:
 
     struct Weights {
         cl::Buffer weight, bias, addend;
-        cl::Buffer winograd;  // a Conv that auto computes by Winograd: its transformed weights
+        cl::Buffer winograd;  // instead of weight, a Conv that auto computes by Winograd: winograd_filters()
     };
-
-    // winograd_filters' U[xi][o][c] as forward_winograd reads it, [o][xi][c].
-    std::vector<float> winograd_layout(const InferOp& op) const {
-        const int OC = int(g_.values[op.out].dims[0]), C = int(g_.values[op.in].dims[0]);
-        const std::vector<float> U = winograd_filters(op.weight, OC, C);
-        std::vector<float> out(U.size());
-        for (int xi = 0; xi < 36; ++xi)
-            for (int o = 0; o < OC; ++o)
-                std::copy_n(U.begin() + (ptrdiff_t(xi) * OC + o) * C, C, out.begin() + (ptrdiff_t(o) * 36 + xi) * C);
-        return out;
-    }
 
     const InferGraph& g_;
     std::string variant_;

@@ -65,7 +65,7 @@ std::vector<float> winograd_filters(const std::vector<float>& weight, int OC, in
                 for (int k = 0; k < 3; ++k) r[i][k] = G[i][0] * g[k] + G[i][1] * g[3 + k] + G[i][2] * g[6 + k];
             for (int i = 0; i < 6; ++i)  // (G g) G^T
                 for (int k = 0; k < 6; ++k)
-                    U[(size_t(i * 6 + k) * OC + o) * C + c] = float(r[i][0] * G[k][0] + r[i][1] * G[k][1] + r[i][2] * G[k][2]);
+                    U[(size_t(o) * 36 + i * 6 + k) * C + c] = float(r[i][0] * G[k][0] + r[i][1] * G[k][1] + r[i][2] * G[k][2]);
         }
     return U;
 }

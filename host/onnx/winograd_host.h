@@ -20,7 +20,8 @@ struct WinogradShape {
     int tiles() const { return tiles_w() * ((OH + 3) / 4); }
 };
 
-// U[xi][o][c] = (G g G^T)[xi] (xi < 36) for each 3x3 filter g = weight[o][c] (weight OC x C x 3 x 3).
+// U[o][xi][c] = (G g G^T)[xi] (xi < 36) for each 3x3 filter g = weight[o][c] (weight OC x C x 3 x 3):
+// GEMM xi's A is U + xi*C with rows 36*C apart, on the host and in OpenCLConv::forward_winograd.
 std::vector<float> winograd_filters(const std::vector<float>& weight, int OC, int C);
 
 // V[xi][c][j] = (B^T d B)[xi] (xi < 36) for tile t0 + j (j < nt) of one sample's input (C x IH x IW) and
