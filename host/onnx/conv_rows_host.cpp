@@ -33,11 +33,7 @@ void conv_rows(const ConvRowsShape& s, const float* in, const float* weight, con
                         for (int x = 0; x < s.OW; ++x) sum[x] += v * row[x + kx];
                     }
                 }
-            float* dst = out + (size_t(m) * s.OH + y) * s.OW;
-            if (act == InferAct::Relu)
-                for (int x = 0; x < s.OW; ++x) dst[x] = std::max(sum[x], 0.0f);
-            else
-                for (int x = 0; x < s.OW; ++x) dst[x] = activate(act, sum[x]);
+            activate_into(sum, s.OW, act, out + (size_t(m) * s.OH + y) * s.OW);
         }
     }
 }

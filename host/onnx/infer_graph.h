@@ -71,4 +71,14 @@ inline float activate(InferAct a, float x) {
     return x;
 }
 
+// dst[x] = activate(act, src[x]) for x < n, the branch outside the loop so that each vectorises.
+inline void activate_into(const float* src, int n, InferAct act, float* dst) {
+    if (act == InferAct::None)
+        for (int x = 0; x < n; ++x) dst[x] = src[x];
+    else if (act == InferAct::Relu)
+        for (int x = 0; x < n; ++x) dst[x] = src[x] > 0.0f ? src[x] : 0.0f;
+    else
+        for (int x = 0; x < n; ++x) dst[x] = activate(act, src[x]);
+}
+
 }  // namespace lenet5

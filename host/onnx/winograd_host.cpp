@@ -40,15 +40,6 @@ inline void output_rows(float x0, float x1, float x2, float x3, float x4, float 
     out[3] = b + 8 * d + x5;
 }
 
-// dst[x] = act(src[x]) for x < n; the branch outside the loops so that each vectorises.
-void store(const float* src, int n, InferAct act, float* dst) {
-    if (act == InferAct::None) std::copy(src, src + n, dst);
-    else if (act == InferAct::Relu)
-        for (int x = 0; x < n; ++x) dst[x] = std::max(src[x], 0.0f);
-    else
-        for (int x = 0; x < n; ++x) dst[x] = activate(act, src[x]);
-}
-
 }  // namespace
 
 std::vector<float> winograd_filters(const std::vector<float>& weight, int OC, int C) {
@@ -149,7 +140,7 @@ void winograd_output(const WinogradShape& s, const float* M, int t0, int nt, int
                     output_rows(a[k], a[most + k], a[2 * most + k], a[3 * most + k], a[4 * most + k], a[5 * most + k], o);
                     for (int q = 0; q < 4; ++q) line[4 * k + q] = o[q] + b;
                 }
-                store(line, width, act, plane + size_t(y + r) * s.OW + x);
+                activate_into(line, width, act, plane + size_t(y + r) * s.OW + x);
             }
         }
     }
