@@ -40,6 +40,9 @@ constexpr size_t kPartialItems = 2048;
 constexpr int kFusedBatch = 32;
 constexpr size_t kFusedWeights = 65536;
 
+// gemm_skinny_n's items per work-group (batch_layers.cl's SK_GROUP).
+constexpr size_t kSkinnyGroup = 64;
+
 // A split GEMM's slices are at least this deep.
 constexpr int kMinSplitDepth = 256;
 
@@ -232,20 +235,22 @@ void OpenCLBatchEngine::gemm(std::vector<Launch>& into, const std::string& name,
     // gpu-local, at most 16 rows and a deep k: slices of k over many groups (gemm_skinny_*), B read once.
     const bool b_kcontig = b_k == 1 && b_n != 1, b_ncont = b_n == 1 && b_k != 1;
     if (memory_ == MemoryVariant::Local && M <= 16 && K >= 256 && (a_k == 1 || a_m == 1) && (b_kcontig || b_ncont)) {
-        const size_t blocks = b_kcontig ? (static_cast<size_t>(N) + 31) / 32 : (static_cast<size_t>(N) + 255) / 256;
+        // gemm_skinny_k: groups of 256 items, 32 columns of C each; gemm_skinny_n: kSkinnyGroup items, 4 columns each.
+        const size_t items = b_kcontig ? 256 : kSkinnyGroup, per_group = b_kcontig ? 32 : 4 * kSkinnyGroup;
+        const size_t blocks = (static_cast<size_t>(N) + per_group - 1) / per_group;
         // Slices of 64 .. 256 (multiples of 64), about as many as give every compute unit six groups.
         size_t k_len = round_up(static_cast<size_t>(K) * blocks / (6 * compute_units_), 64);
         k_len = std::clamp<size_t>(k_len, 64, 256);
         const size_t splits = (static_cast<size_t>(K) + k_len - 1) / k_len, slice = static_cast<size_t>(M) * N;
         scratch_.emplace_back(context_, CL_MEM_READ_WRITE, splits * slice * sizeof(float));
-        const cl::NDRange global(blocks * 256, 1, splits), local(256, 1, 1);
+        const cl::NDRange global(blocks * items, 1, splits), local(items, 1, 1);
         if (b_kcontig)
             into.push_back({kernel(program_, "gemm_skinny_k", M, N, K, as_int(k_len), A, a_off, a_m, a_k, B, b_off, b_n,
                                    scratch_.back(), as_int(slice)),
                             global, local, name});
         else
             into.push_back({kernel(program_, "gemm_skinny_n", M, N, K, as_int(k_len), A, a_off, a_m, a_k, B, b_off, b_k,
-                                   scratch_.back(), as_int(slice)),
+                                   scratch_.back(), as_int(slice), static_cast<int>(b_off % 4 == 0 && b_k % 4 == 0 && N % 4 == 0)),
                             global, local, name});
         into.push_back({kernel(program_, "gemm_reduce", scratch_.back(), as_int(splits), M, N, C, c_off, c_m, c_n, mode,
                                act, E, e_off),

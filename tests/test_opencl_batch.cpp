@@ -53,11 +53,13 @@ Network odd_network() {
 
 // The fast GEMM's tile edges (gpu-local): 129 units cross the 128-wide tiles by one, 133 samples
 // the 128-row ones, and the input gradient's depth (129) is no multiple of the 16-deep rounds
-// nor of float4 (scalar loads); 10 outputs take the swapped small-tile GEMM at 70 and 133.
+// nor of float4 (scalar loads); 10 outputs take the swapped small-tile GEMM at 70 and 133. At
+// batches up to 16 F2's input gradient (257 deep, 129 wide) takes gemm_skinny_n's scalar loads and a
+// short last slice, and the output's forward gemm_skinny_k's.
 Network wide_mlp() {
     return NetworkBuilder("wide-mlp", {1, 28, 28})
         .fully_connected("F1", 129, Activation::ReLU)
-        .fully_connected("F2", 130, Activation::Tanh)
+        .fully_connected("F2", 257, Activation::Tanh)
         .fully_connected("output", 10, Activation::None)
         .build();
 }
