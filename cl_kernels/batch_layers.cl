@@ -60,17 +60,11 @@ __kernel void gather_inputs(__global const float* inputs, __global const int* ro
     out[(size_t)s * size + e] = inputs[(size_t)rows[first + s] * size + e];
 }
 
-// The loss of each sample's outputs y [count][n] against its label: loss and hit at slot + s,
-// and the output layer's delta (scale = 1/count), as preprocess.h computes them.
-// squared: 0.5 sum (y - t)^2, else softmax cross-entropy. NDRange (round_up(count, WG)).
-__kernel void batch_loss(__global const float* y, __global const uchar* labels, __global const int* rows, int first,
-                         int count, int n, int squared, int act, float scale, __global float* delta,
-                         __global float* losses, __global int* hits, int slot) {
-    const int s = (int)get_global_id(0);
-    if (s >= count) return;
-    const int label = labels[rows[first + s]];
-    __global const float* v = y + (size_t)s * n;
-    __global float* d = delta + (size_t)s * n;
+// The loss of one sample's outputs v [n] against its label: its loss and hit, and the output
+// layer's delta d [n] (scale = 1/count), as preprocess.h computes them.
+// squared: 0.5 sum (y - t)^2, else softmax cross-entropy.
+inline void sample_loss(__global const float* v, int label, int n, int squared, int act, float scale,
+                        __global float* d, __global float* loss_at, __global int* hit_at) {
     int best = 0;
     for (int k = 1; k < n; ++k)
         if (v[k] > v[best]) best = k;
@@ -88,8 +82,81 @@ __kernel void batch_loss(__global const float* y, __global const uchar* labels, 
         for (int k = 0; k < n; ++k) d[k] = scale * (exp(v[k] - mx) / sum - (k == label ? 1.0f : 0.0f));
         loss = log(sum) - (v[label] - mx);
     }
-    losses[slot + s] = loss;
-    hits[slot + s] = best == label;
+    *loss_at = loss;
+    *hit_at = best == label;
+}
+
+// The loss of each sample's outputs y [count][n]: loss and hit at slot + s, delta [count][n].
+// NDRange (round_up(count, WG)).
+__kernel void batch_loss(__global const float* y, __global const uchar* labels, __global const int* rows, int first,
+                         int count, int n, int squared, int act, float scale, __global float* delta,
+                         __global float* losses, __global int* hits, int slot) {
+    const int s = (int)get_global_id(0);
+    if (s >= count) return;
+    sample_loss(y + (size_t)s * n, labels[rows[first + s]], n, squared, act, scale, delta + (size_t)s * n,
+                losses + slot + s, hits + slot + s);
+}
+
+// ---- a small output layer at a small batch (gpu-local): the last layer, fully connected with at
+// few outputs (the host decides), whose GEMMs would be mostly launches. head_forward: its forward and
+// the loss in one launch, a group of 256 items per sample. The arguments up to `slot` are
+// batch_loss's (y: the layer's outputs); X [count][I] its inputs, W [n][I], bias [n].
+// Eight outputs per round, one per 32 items (strided over i, then the 32 sums in order).
+// NDRange (256 * count), work-group 256.
+__kernel __attribute__((reqd_work_group_size(256, 1, 1))) void head_forward(
+    __global float* y, __global const uchar* labels, __global const int* rows, int first, int count, int n,
+    int squared, int act, float scale, __global float* delta, __global float* losses, __global int* hits, int slot,
+    __global const float* X, __global const float* W, __global const float* bias, int I) {
+    __local float sums[256];
+    const int s = (int)get_group_id(0), lid = (int)get_local_id(0), w = lid / 32, lane = lid % 32;
+    __global const float* x = X + (size_t)s * I;
+    __global float* v = y + (size_t)s * n;
+    for (int o0 = 0; o0 < n; o0 += 8) {
+        const int o = o0 + w;
+        float acc = 0.0f;
+        if (o < n)
+            for (int i = lane; i < I; i += 32) acc = mad(x[i], W[(size_t)o * I + i], acc);
+        sums[lid] = acc;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid < 8 && o0 + lid < n) {
+            float t = 0.0f;
+            for (int l = 0; l < 32; ++l) t += sums[lid * 32 + l];
+            v[o0 + lid] = act_forward(act, t + bias[o0 + lid]);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    barrier(CLK_GLOBAL_MEM_FENCE);  // the outputs above, for item 0
+    if (lid == 0)
+        sample_loss(v, labels[rows[first + s]], n, squared, act, scale, delta + (size_t)s * n, losses + slot + s,
+                    hits + slot + s);
+}
+
+// head_backward: the same layer's gradients and the delta below it in one launch. Item i (< I):
+// dW[o][i] = the sum over the samples in order of D[s][o] X[s][i], for every o, into grads at
+// w_off; items i < O also db[i] (the sum of D[s][i]) at b_off; unless Dp is none (the first
+// layer), Dp[s][i] = the delta of input unit i (activation in_act, output X[s][i]) from the sum
+// over o in order of D[s][o] W[o][i]. NDRange (round_up(max(I, O), 64)), work-group 64.
+__kernel void head_backward(__global const float* X, __global const float* D, __global const float* W,
+                            __global float* grads, int w_off, int b_off, int count, int I, int O,
+                            __global float* Dp, int in_act, int has_dp) {
+    const int i = (int)get_global_id(0);
+    if (i < O) {
+        float b = 0.0f;
+        for (int s = 0; s < count; ++s) b += D[s * O + i];
+        grads[b_off + i] = b;
+    }
+    if (i >= I) return;
+    for (int o = 0; o < O; ++o) {
+        float g = 0.0f;
+        for (int s = 0; s < count; ++s) g = mad(D[s * O + o], X[(size_t)s * I + i], g);
+        grads[w_off + o * I + i] = g;
+    }
+    if (!has_dp) return;
+    for (int s = 0; s < count; ++s) {
+        float t = 0.0f;
+        for (int o = 0; o < O; ++o) t = mad(D[s * O + o], W[(size_t)o * I + i], t);
+        Dp[(size_t)s * I + i] = delta_of(in_act, X[(size_t)s * I + i], t);
+    }
 }
 
 // grads[off_w + c] (c < split) or grads[off_b + c - split] = sum over rows r of part[r][c], r in

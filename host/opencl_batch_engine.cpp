@@ -43,6 +43,10 @@ constexpr size_t kFusedWeights = 65536;
 // gemm_skinny_n's items per work-group (batch_layers.cl's SK_GROUP).
 constexpr size_t kSkinnyGroup = 64;
 
+// gpu-local, at batches up to kFusedBatch: a last layer that is fully connected with at most this
+// many outputs runs as head_forward (with the loss) and head_backward, not GEMMs.
+constexpr int kHeadOutputs = 32;
+
 // A split GEMM's slices are at least this deep.
 constexpr int kMinSplitDepth = 256;
 
@@ -402,6 +406,13 @@ void OpenCLBatchEngine::plan_layer(size_t k, int count) {
         }
         case LayerKind::FullyConnected: {
             const int I = l.in.size(), O = l.out.size();
+            if (head_ && k + 1 == net_.layers.size()) {  // the forward is head_forward (plan())
+                back.push_back({kernel(program_, "head_backward", X, D, d.weights, grads_, w_off, b_off, count, I, O,
+                                       Dp, in_act, static_cast<int>(!first)),
+                                cl::NDRange(round_up(static_cast<size_t>(std::max(I, O)), 64)), cl::NDRange(64),
+                                l.name + " head_backward"});
+                break;
+            }
             if (d.constant_fc)
                 forward_.push_back({kernel(program_, "fc_forward_small", X, Y, d.weights, d.bias, count, I, O, act),
                                     rows_of(n, static_cast<size_t>(O), wg), group, l.name + " fc_forward_small"});
@@ -503,14 +514,24 @@ void OpenCLBatchEngine::plan(int count) {
             (fused_ < 0 || l.weight_count > net_.layers[static_cast<size_t>(fused_)].weight_count))
             fused_ = static_cast<int>(k);
     }
+    const LayerSpec& last = net_.layers.back();
+    head_ = memory_ == MemoryVariant::Local && count <= kFusedBatch && last.kind == LayerKind::FullyConnected &&
+            last.out.size() <= kHeadOutputs && fused_ != static_cast<int>(L - 1);
     forward_.push_back({kernel(program_, "gather_inputs", cl::Buffer(), cl::Buffer(), 0, net_.input.size(), acts_[0]),
                         rows_of(static_cast<size_t>(net_.input.size()), n, wg_), cl::NDRange(wg_, 1), "gather_inputs"});
     for (size_t k = 0; k < L; ++k) plan_layer(k, count);
-    const LayerSpec& last = net_.layers.back();
-    forward_.push_back({kernel(program_, "batch_loss", acts_[L], cl::Buffer(), cl::Buffer(), 0, count, net_.classes,
-                               static_cast<int>(net_.loss == Loss::SquaredError), static_cast<int>(last.activation),
-                               1.0f / static_cast<float>(count), deltas_[L - 1], losses_, hits_, 0),
-                        cl::NDRange(round_up(n, wg_)), cl::NDRange(wg_), "batch_loss"});
+    // The loss last (forward() sets its labels, rows, first and slot: arguments 1-3 and 12).
+    const int squared = net_.loss == Loss::SquaredError, act = static_cast<int>(last.activation);
+    const float scale = 1.0f / static_cast<float>(count);
+    if (head_)
+        forward_.push_back({kernel(program_, "head_forward", acts_[L], cl::Buffer(), cl::Buffer(), 0, count,
+                                   net_.classes, squared, act, scale, deltas_[L - 1], losses_, hits_, 0, acts_[L - 1],
+                                   layers_[L - 1].weights, layers_[L - 1].bias, last.in.size()),
+                            cl::NDRange(256 * n), cl::NDRange(256), last.name + " head_forward + loss"});
+    else
+        forward_.push_back({kernel(program_, "batch_loss", acts_[L], cl::Buffer(), cl::Buffer(), 0, count, net_.classes,
+                                   squared, act, scale, deltas_[L - 1], losses_, hits_, 0),
+                            cl::NDRange(round_up(n, wg_)), cl::NDRange(wg_), "batch_loss"});
     if (fused_ >= 0) {
         const size_t k = static_cast<size_t>(fused_), size = layout_.size();
         const LayerSpec& l = net_.layers[k];

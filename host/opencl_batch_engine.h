@@ -136,6 +136,7 @@ private:
     // The fused update (kFusedBatch): the weight gradient of layer fused_ is computed by fc_sgd;
     // deferred_ computes it into grads_ instead, when gradients() asks between backward and update.
     int fused_ = -1;
+    bool head_ = false;  // the last layer runs as head_forward and head_backward
     std::vector<Launch> deferred_, fused_update_;
     bool deferred_pending_ = false;
 
