@@ -131,25 +131,27 @@ __kernel __attribute__((reqd_work_group_size(256, 1, 1))) void head_forward(
                     hits + slot + s);
 }
 
-// head_backward: the same layer's gradients and the delta below it in one launch. Item i (< I):
-// dW[o][i] = the sum over the samples in order of D[s][o] X[s][i], for every o, into grads at
-// w_off; items i < O also db[i] (the sum of D[s][i]) at b_off; unless Dp is none (the first
-// layer), Dp[s][i] = the delta of input unit i (activation in_act, output X[s][i]) from the sum
-// over o in order of D[s][o] W[o][i]. NDRange (round_up(max(I, O), 64)), work-group 64.
+// head_backward: the same layer's gradients and the delta below it in one launch, items (i, r):
+// rows r < O: dW[r][i] = the sum over the samples in order of D[s][r] X[s][i], into grads at
+// w_off (items i < O of row 0 also db[i], the sum of D[s][i], at b_off); row O, unless the layer
+// is the first (has_dp 0): for every sample, Dp[s][i] = the delta of input unit i (activation
+// in_act, output X[s][i]) from the sum over o in order of D[s][o] W[o][i].
+// NDRange (round_up(max(I, O), 64), O + 1), work-group (64, 1).
 __kernel void head_backward(__global const float* X, __global const float* D, __global const float* W,
                             __global float* grads, int w_off, int b_off, int count, int I, int O,
                             __global float* Dp, int in_act, int has_dp) {
-    const int i = (int)get_global_id(0);
-    if (i < O) {
+    const int i = (int)get_global_id(0), r = (int)get_global_id(1);
+    if (r == 0 && i < O) {
         float b = 0.0f;
         for (int s = 0; s < count; ++s) b += D[s * O + i];
         grads[b_off + i] = b;
     }
     if (i >= I) return;
-    for (int o = 0; o < O; ++o) {
+    if (r < O) {
         float g = 0.0f;
-        for (int s = 0; s < count; ++s) g = mad(D[s * O + o], X[(size_t)s * I + i], g);
-        grads[w_off + o * I + i] = g;
+        for (int s = 0; s < count; ++s) g = mad(D[s * O + r], X[(size_t)s * I + i], g);
+        grads[w_off + r * I + i] = g;
+        return;
     }
     if (!has_dp) return;
     for (int s = 0; s < count; ++s) {

@@ -409,7 +409,8 @@ void OpenCLBatchEngine::plan_layer(size_t k, int count) {
             if (head_ && k + 1 == net_.layers.size()) {  // the forward is head_forward (plan())
                 back.push_back({kernel(program_, "head_backward", X, D, d.weights, grads_, w_off, b_off, count, I, O,
                                        Dp, in_act, static_cast<int>(!first)),
-                                cl::NDRange(round_up(static_cast<size_t>(std::max(I, O)), 64)), cl::NDRange(64),
+                                cl::NDRange(round_up(static_cast<size_t>(std::max(I, O)), 64), static_cast<size_t>(O) + 1),
+                                cl::NDRange(64, 1),
                                 l.name + " head_backward"});
                 break;
             }
