@@ -167,8 +167,10 @@ __kernel void gradients_sgd(__global const float* acts, __global const float* de
 // every group of step_update. The results are gradients_sgd's, the same in every group.
 //   FIRST_OUT, FIRST_AT   the first layer's outputs, and where they are in a sample's activations
 //   TAIL_BEGIN            the tail's parameters: the device layout from there on
+//   FIRST_W, FIRST_B, FIRST_IN   the first layer's weights [FIRST_OUT][FIRST_IN] and biases in it
 //   TAIL_WORK             floats of a group's work area in tail_step and step_update
-//   NETWORK_FIRST_FORWARD, NETWORK_TAIL_FORWARD, NETWORK_STEP_GRADIENTS   calls, as the NETWORK_ macros
+//   NETWORK_FIRST_FORWARD, NETWORK_NEXT_FIRST_FORWARD, NETWORK_TAIL_FORWARD, NETWORK_STEP_GRADIENTS
+//                         calls, as the NETWORK_ macros
 
 // The first layer of the training sample rows[first] (into acts, a batch of one), its input
 // copied to acts as forward_samples does, and the tail's parameters copied to `snapshot` (same
@@ -212,21 +214,33 @@ __kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void tail_step(
     TAIL_STEP
 }
 
-// tail_step and gradients_sgd in one launch: every group computes the tail (from the parameters
-// first_forward copied to `snapshot`, as this launch updates them) into its own rows of
-// `own_rows` ([groups][2 * ACT_FLOATS + 2]: activations, deltas, loss and hit), group 0 into the
-// sample's, so that every group has every delta; then each item computes, stores and applies
-// the gradients of every get_global_size(0)-th parameter from its global id.
-// NDRange (groups * SG), work-group SG.
+// tail_step and gradients_sgd in one launch, and the next training sample's first_forward when
+// there is one. The step's input and first-layer outputs are in slot `cur` of three: 0 (acts, and
+// `snapshot`: what first_forward wrote), 1 and 2 (acts_a/snap_a, acts_b/snap_b); snap_*: the tail's
+// parameters as the step's forward saw them, since this launch updates them. Every group computes
+// the tail into its own rows of `own_rows` ([groups][2 * ACT_FLOATS + 2]: activations, deltas,
+// loss and hit), group 0 into the sample's (acts, deltas, slot), so that every group has every
+// delta. Then the gradients and the update of each parameter: the first layer's by rows, each
+// group the rows first_forward gives it; the tail's every get_global_size(0)-th from the item's
+// global id, copied to slot nxt's snapshot too. Then each group computes its first-layer rows
+// (from its own updated weights) for the training sample rows[next] into slot nxt, as
+// first_forward would after this launch (nxt -1: no next sample; the same into the slot that is
+// not cur, unused). NDRange (groups * SG), groups >= first_forward's; work-group SG.
 __kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void step_update(
     __global const uchar* labels, __global const int* rows, int first, float scale, __global float* acts,
-    __global float* deltas, __global float* loss, __global int* hit, int slot, __global const float* snapshot,
+    __global float* deltas, __global float* loss, __global int* hit, int slot, __global float* snapshot,
     __global float* own_rows, __global float* grads, __global float* values, __global float* velocity, float lr,
-    float momentum, float weight_decay WORK_ARG) {
-    const int group = (int)get_group_id(0), label = labels[rows[first]];
-    __global const float* params = snapshot;
+    float momentum, float weight_decay, __global const float* inputs, int next, __global float* acts_a,
+    __global float* snap_a, __global float* acts_b, __global float* snap_b, int cur, int nxt WORK_ARG) {
+    const int group = (int)get_group_id(0), label = labels[rows[first]], lid = (int)get_local_id(0);
+    __global float* const sample_acts = acts;
+    acts = cur == 0 ? acts : cur == 1 ? acts_a : acts_b;  // the step's input and first-layer outputs
+    __global const float* params = cur == 0 ? snapshot : cur == 1 ? snap_a : snap_b;
+    const int into = nxt > 0 ? nxt : cur == 1 ? 2 : 1;
+    __global float* next_acts = into == 1 ? acts_a : acts_b;
+    __global float* next_snap = into == 1 ? snap_a : snap_b;
     __global float* own = own_rows + (size_t)group * (2 * ACT_FLOATS + 2);
-    __global float* act = group ? own : acts;
+    __global float* act = group ? own : sample_acts;
     __global float* delta = group ? own + ACT_FLOATS : deltas;
     if (group) {
         loss = own + 2 * ACT_FLOATS;
@@ -234,14 +248,32 @@ __kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void step_update(
     } else {
         loss += slot;
         hit += slot;
+        if (cur != 0)  // the sample's input where the slot holds it
+            for (int e = lid; e < INPUT_FLOATS; e += SG) sample_acts[e] = acts[e];
     }
-    WORK_AREA(TAIL_WORK);
+    WORK_AREA(TAIL_WORK > SG ? TAIL_WORK : SG);  // fc_rows_forward's SG lane sums too
     TAIL_STEP
-    for (int p = (int)get_global_id(0); p < PARAM_FLOATS; p += (int)get_global_size(0)) {
+    const int rows_per_group = SG / LANES, row0 = group * rows_per_group;
+    const int own_rows_here = clamp(FIRST_OUT - row0, 0, rows_per_group);
+    for (int e = lid; e < own_rows_here * (FIRST_IN + 1); e += SG) {
+        const int r = row0 + e / (FIRST_IN + 1), i = e % (FIRST_IN + 1);
+        const int p = i < FIRST_IN ? FIRST_W + r * FIRST_IN + i : FIRST_B + r;
         float g = 0.0f;
         NETWORK_STEP_GRADIENTS
         grads[p] = g;
         sgd_step(values, velocity, p, g, lr, momentum, weight_decay);
     }
+    for (int p = TAIL_BEGIN + (int)get_global_id(0); p < PARAM_FLOATS; p += (int)get_global_size(0)) {
+        float g = 0.0f;
+        NETWORK_STEP_GRADIENTS
+        grads[p] = g;
+        sgd_step(values, velocity, p, g, lr, momentum, weight_decay);
+        next_snap[p] = values[p];
+    }
+    // (Without a next sample too, into the slot that is not this step's: no return before a barrier.)
+    SYNC();  // this group's rows updated
+    __global const float* next_input = inputs + (size_t)rows[next] * INPUT_FLOATS;
+    for (int e = (int)get_global_id(0); e < INPUT_FLOATS; e += (int)get_global_size(0)) next_acts[e] = next_input[e];
+    NETWORK_NEXT_FIRST_FORWARD
 }
 #endif

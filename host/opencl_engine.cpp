@@ -199,8 +199,9 @@ void OpenCLEngine::plan_batch(int capacity) {
     // and the slot are set by forward(); the learning rate, momentum and weight decay by update().
     const size_t first_groups = (sample_.first_outputs + sample_.rows_per_group - 1) / sample_.rows_per_group;
     const size_t units = device_.device.getInfo<CL_DEVICE_MAX_COMPUTE_UNITS>();
-    const size_t step_groups =
-        std::max<size_t>(1, std::min(units * kStepGroupsPerUnit, (layout_.size() + group_ - 1) / group_));
+    // step_update's groups update the first layer's rows as first_forward's groups compute them: as many at least.
+    const size_t step_groups = std::max<size_t>(
+        first_groups, std::min(units * kStepGroupsPerUnit, (layout_.size() + group_ - 1) / group_));
     fuse_tail_ = layout_.size() - sample_.tail_begin <= kFuseTail;
     snapshot_ = cl::Buffer(context_, CL_MEM_READ_WRITE, layout_.size() * sizeof(float));
     own_rows_ = cl::Buffer(context_, CL_MEM_READ_WRITE, step_groups * (2 * sample_.act_floats + 2) * sizeof(float));
@@ -208,15 +209,24 @@ void OpenCLEngine::plan_batch(int capacity) {
               "first_forward", first_groups};
     tail_ = {kernel("tail_step", cl::Buffer(), cl::Buffer(), 0, 1.0f, acts_, deltas_, losses_, hits_, 0, params_), true,
              0, -1, "tail_step", 1};
+    for (int i = 0; i < 2; ++i) {
+        spread_acts_[i] = cl::Buffer(context_, CL_MEM_READ_WRITE, sample_.act_floats * sizeof(float));
+        spread_snapshots_[i] = cl::Buffer(context_, CL_MEM_READ_WRITE, layout_.size() * sizeof(float));
+    }
+    prepared_first_ = -1;
+    // The data set, its rows, first, the slot, the next sample and the slots are set by forward()
+    // and update().
     step_update_ = {kernel("step_update", cl::Buffer(), cl::Buffer(), 0, 1.0f, acts_, deltas_, losses_, hits_, 0,
-                           snapshot_, own_rows_, grads_, params_, velocity_, 0.0f, 0.0f, 0.0f),
+                           snapshot_, own_rows_, grads_, params_, velocity_, 0.0f, 0.0f, 0.0f, cl::Buffer(), 0,
+                           spread_acts_[0], spread_snapshots_[0], spread_acts_[1], spread_snapshots_[1], 0, -1),
                     true, 0, -1, "step_update", step_groups};
     if (!local) {
         spread_work_ = cl::Buffer(context_, CL_MEM_READ_WRITE,
-                                  std::max(first_groups * group_, step_groups * sample_.tail_work) * sizeof(float));
+                                  std::max(first_groups * group_, step_groups * std::max(sample_.tail_work, group_)) *
+                                      sizeof(float));
         first_.kernel.setArg(6, spread_work_);
         tail_.kernel.setArg(10, spread_work_);
-        step_update_.kernel.setArg(17, spread_work_);
+        step_update_.kernel.setArg(25, spread_work_);
     }
 }
 
@@ -279,6 +289,7 @@ void OpenCLEngine::upload(Split split, const Dataset& data) {
                         " do not fit the network's input " + std::to_string(in.c) + "x" + std::to_string(in.h) + "x" +
                         std::to_string(in.w));
         collect_counters();  // the loss slots may be replaced below
+        if (split == Split::Train) prepared_first_ = -1;  // a sample of the old set
         SplitData& d = split == Split::Train ? train_ : test_;
         const size_t count = static_cast<size_t>(data.count);
         d.count = data.count;
@@ -329,6 +340,7 @@ void OpenCLEngine::set_params(const std::vector<float>& params) {
     cl_checked([&] {
         finish_tail();  // the loss of a forward before these parameters
         gradients_pending_ = false;  // poisoned below, as after any set_params
+        prepared_first_ = -1;        // computed from the old ones
         write_flat(params_, params);
         queue_.enqueueFillBuffer(velocity_, 0.0f, 0, layout_.size() * sizeof(float));
         // NaN in every gradient (zero in the padding, which the update reads too).
@@ -358,6 +370,7 @@ void OpenCLEngine::set_order(const std::vector<int32_t>& order) {
         if (i < 0 || i >= train_.count) throw Error("the training order names sample " + std::to_string(i) + ", outside the training set");
     cl_checked([&] {
         finish_tail();  // it reads its label through the order
+        prepared_first_ = -1;  // the next sample in the old order
         // Non-blocking: the host copy must outlive the upload, so wait for the previous one first.
         if (order_written_()) order_written_.wait();
         order_host_ = order;
@@ -388,16 +401,29 @@ void OpenCLEngine::forward(Split split, int first, int count) {
             if (timed_) ++sampled_timed_;
         }
         if (batch1 && sample_.spread) {
-            first_.kernel.setArg(0, data.inputs);
-            first_.kernel.setArg(1, order_);
-            first_.kernel.setArg(2, first);
             for (Launch* l : {&tail_, &step_update_}) {
                 l->kernel.setArg(0, data.labels);
                 l->kernel.setArg(1, order_);
                 l->kernel.setArg(2, first);
                 l->kernel.setArg(8, cursor_);
             }
-            enqueue_phase(Phase::Forward, {&first_}, 1);
+            step_update_.kernel.setArg(17, data.inputs);
+            step_first_ = first;
+            // The previous step's update computed this sample's first layer, unless something intervened.
+            cur_slot_ = prepared_first_ == first ? prepared_slot_ : 0;
+            prepared_first_ = -1;
+            if (cur_slot_ == 0) {
+                first_.kernel.setArg(0, data.inputs);
+                first_.kernel.setArg(1, order_);
+                first_.kernel.setArg(2, first);
+                // Timed whenever it runs (once an epoch in a run of steps), not as a sample of the steps.
+                const bool sampled = sampled_, timed = timed_;
+                sampled_ = false;
+                timed_ = true;
+                enqueue_phase(Phase::Forward, {&first_}, 1);
+                sampled_ = sampled;
+                timed_ = timed;
+            }
             tail_pending_ = true;
             cursor_ += 1;
             count_ = 1;
@@ -441,6 +467,10 @@ void OpenCLEngine::compute_pending_gradients() {
 void OpenCLEngine::finish_tail() {
     if (!tail_pending_) return;
     tail_pending_ = false;
+    if (cur_slot_ != 0) {  // tail_step reads the first layer's outputs from acts_
+        queue_.enqueueCopyBuffer(spread_acts_[cur_slot_ - 1], acts_, 0, 0, sample_.act_floats * sizeof(float));
+        cur_slot_ = 0;
+    }
     enqueue_phase(Phase::Forward, {&tail_}, 1);
 }
 
@@ -451,6 +481,16 @@ void OpenCLEngine::update(float lr, float momentum, float weight_decay) {
             tail_pending_ = false;
         else
             finish_tail();
+        if (fused) {  // and the next training sample's first layer, into the other slot than this step's
+            const int next = step_first_ + 1 < train_.count ? step_first_ + 1 : -1;
+            prepared_first_ = next;
+            prepared_slot_ = next < 0 ? -1 : cur_slot_ == 1 ? 2 : 1;
+            step_update_.kernel.setArg(18, std::max(next, 0));
+            step_update_.kernel.setArg(23, cur_slot_);
+            step_update_.kernel.setArg(24, prepared_slot_);
+        } else {
+            prepared_first_ = -1;
+        }
         Launch& launch = fused ? step_update_ : gradients_pending_ ? gradients_sgd_ : update_;
         const cl_uint at = fused ? 14 : gradients_pending_ ? 6 : 4;  // where lr, momentum and weight decay go
         launch.kernel.setArg(at, lr);

@@ -138,6 +138,13 @@ private:
     // step's forward saw them; own_rows_, spread_work_: step_update's groups' rows and work areas.
     Launch first_, tail_, step_update_;
     cl::Buffer snapshot_, own_rows_, spread_work_;
+    // step_update also computes the next training sample's first layer (so that a run of batch-1
+    // steps is one launch each) into slot 1 or 2 (spread_acts_[i], spread_snapshots_[i]: its input
+    // and first-layer outputs, the tail's parameters after the update); slot 0 is acts_ and
+    // snapshot_, first_forward's. cur_slot_: the pending step's; prepared_first_: the training
+    // sample whose first layer is in prepared_slot_ (-1: none, or no longer valid).
+    cl::Buffer spread_acts_[2], spread_snapshots_[2];
+    int cur_slot_ = 0, prepared_first_ = -1, prepared_slot_ = 0, step_first_ = 0;
     bool fuse_tail_ = false;
     bool tail_pending_ = false;  // a batch-1 forward() ran only first_forward
 

@@ -120,10 +120,16 @@ void spread_first(const Network& net, const DeviceLayout& layout, int lanes, Sam
     p.tail_work = std::max(tail.size, p.backward_work);
 
     s << "#define SPREAD_FIRST 1\n#define FIRST_OUT " << p.first_outputs << "\n#define FIRST_AT " << p.output_at[0]
-      << "\n#define TAIL_BEGIN " << p.tail_begin << "\n#define TAIL_WORK " << p.tail_work << "\n";
+      << "\n#define TAIL_BEGIN " << p.tail_begin << "\n#define TAIL_WORK " << p.tail_work << "\n#define FIRST_W "
+      << layout.weights(0).device << "\n#define FIRST_B " << layout.bias(0).device << "\n#define FIRST_IN "
+      << first.in.size() << "\n";
     s << "#define NETWORK_FIRST_FORWARD \\\n    fc_rows_forward(input, params + " << layout.weights(0).device
       << ", params + " << layout.bias(0).device << ", " << first.in.size() << ", " << first.out.size() << ", "
       << act_name(first.activation) << ", work, act + " << p.output_at[0] << ");\n";
+    // The same for the next sample in step_update, from its updated parameters.
+    s << "#define NETWORK_NEXT_FIRST_FORWARD \\\n    fc_rows_forward(next_input, values + " << layout.weights(0).device
+      << ", values + " << layout.bias(0).device << ", " << first.in.size() << ", " << first.out.size() << ", "
+      << act_name(first.activation) << ", work, next_acts + " << p.output_at[0] << ");\n";
     std::ostringstream fw;
     for (size_t k = 1; k < L; ++k) {
         const LayerSpec& l = layers[k];

@@ -90,54 +90,67 @@ TEST_P(OpenCLVariant, MatchesCpuOnTheMlp) {
     for (int batch : {1, 3, 1}) test::expect_matches_cpu(*engine, net, batch);
 }
 
-// At batch 1 a step of a network that starts fully connected is two launches: first_forward (the
-// first layer, over many groups) and step_update (the rest of the network, its backward, every
-// gradient and the update). Gradients wanted before the update, or a forward between backward and
-// update, get the tail in one group (tail_step) and the gradients kernel first: the parameters
-// come out the same, bit for bit.
-TEST_P(OpenCLVariant, BatchOneStepIsTwoLaunchesWithTheSameParameters) {
+// At batch 1 a run of steps of a network that starts fully connected is one launch a step:
+// step_update (the rest of the network, its backward, every gradient and the update, then the
+// next training sample's first layer), after a first_forward where the run starts (its first
+// step, a new order). Gradients wanted before the update, or a forward between backward and
+// update, get the tail in one group (tail_step) and the gradients kernel first, and the next step
+// its first_forward: the parameters come out the same, bit for bit, either way; so do they with a
+// test-set forward between steps, which leaves the next sample's first layer in place.
+TEST_P(OpenCLVariant, BatchOneStepIsOneLaunchWithTheSameParameters) {
     const Network net = load_model("mlp").net;
     auto engine = per_sample_engine(net, GetParam());
     test::record_step(*engine, net, random_dataset(8, 2), 1, 1);
     const std::vector<float> start = init_params(net, 5);
-    auto step = [&](bool test_forward_between) {
+    engine->forward(Split::Test, 0, 4);  // buffers for 4 samples, planned before the steps
+    auto steps = [&](bool test_forward_between) {
         engine->set_params(start);
+        Rng rng(4);
+        engine->set_order(shuffled_order(8, rng));
         engine->profile_kernels();
         engine->take_kernel_times();
         engine->take_times();
         engine->take_counters();
-        for (int first = 0; first < 3; ++first) {
+        // The epoch's last three samples (the last has no next), a new order, two more.
+        for (int first : {5, 6, 7, -1, 0, 1}) {
+            if (first < 0) {
+                engine->set_order(shuffled_order(8, rng));
+                continue;
+            }
             engine->forward(Split::Train, first, 1);
             engine->backward();
             if (test_forward_between) engine->forward(Split::Test, 0, 4);
             engine->update(0.1f, 0.9f, 5e-4f);
+            if (!test_forward_between && first == 6) engine->forward(Split::Test, 0, 4);
         }
         return engine->params();
     };
-    const std::vector<float> fused = step(false);
+    const std::vector<float> fused = steps(false);
     auto kernels = engine->take_kernel_times();
-    ASSERT_EQ(kernels.size(), 2u);
+    ASSERT_EQ(kernels.size(), 3u);
     EXPECT_EQ(kernels[0].name, "first_forward");
+    EXPECT_EQ(kernels[0].launches, 2);  // samples 5 and, after the new order, 0
     EXPECT_EQ(kernels[1].name, "step_update");
-    for (const auto& k : kernels) EXPECT_EQ(k.launches, 3) << k.name;
-    // The backward ran inside the update's kernel.
+    EXPECT_EQ(kernels[1].launches, 5);
+    EXPECT_EQ(kernels[2].name, "forward_samples");
+    // The backward ran inside the update's kernel; so did most of the forward.
     const PhaseTimes t = engine->take_times();
     EXPECT_GT(t.forward_ms, 0.0);
     EXPECT_EQ(t.backward_ms, 0.0);
     EXPECT_GT(t.update_ms, 0.0);
-    const Counters fused_counters = engine->take_counters();
-    EXPECT_EQ(fused_counters.samples, 3);
+    EXPECT_EQ(engine->take_counters().samples, 5 + 4);
 
-    EXPECT_EQ(step(true), fused);
+    EXPECT_EQ(steps(true), fused);
     kernels = engine->take_kernel_times();
     ASSERT_EQ(kernels.size(), 5u);
+    EXPECT_EQ(kernels[0].name, "first_forward");
+    EXPECT_EQ(kernels[0].launches, 5);
     EXPECT_EQ(kernels[1].name, "tail_step");
     EXPECT_EQ(kernels[2].name, "gradients");
     EXPECT_EQ(kernels[3].name, "forward_samples");
     EXPECT_EQ(kernels[4].name, "sgd_momentum");
     // The training samples' losses, whichever kernel computed them (the test forwards' come after).
-    const Counters between = engine->take_counters();
-    EXPECT_EQ(between.samples, 3 + 3 * 4);
+    EXPECT_EQ(engine->take_counters().samples, 5 + 5 * 4);
 }
 
 // LeNet-5 at batch 1 keeps step_samples and gradients_sgd; so does a network that starts fully
