@@ -220,8 +220,8 @@ __kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void tail_step(
 // parameters as the step's forward saw them, since this launch updates them. Every group computes
 // the tail into its own rows of `own_rows` ([groups][2 * ACT_FLOATS + 2]: activations, deltas,
 // loss and hit), group 0 into the sample's (acts, deltas, slot), so that every group has every
-// delta. Then the gradients and the update of each parameter: the first layer's by rows, each
-// group the rows first_forward gives it; the tail's every get_global_size(0)-th from the item's
+// delta. Then the gradients and the update of each parameter: the first layer's by rows, spread
+// over the groups (a group's own, which it reads below); the tail's every get_global_size(0)-th from the item's
 // global id, copied to slot nxt's snapshot too. Then each group computes its first-layer rows
 // (from its own updated weights) for the training sample rows[next] into slot nxt, as
 // first_forward would after this launch (nxt -1: no next sample; the same into the slot that is
@@ -253,7 +253,9 @@ __kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void step_update(
     }
     WORK_AREA(TAIL_WORK > SG ? TAIL_WORK : SG);  // fc_rows_forward's SG lane sums too
     TAIL_STEP
-    const int rows_per_group = SG / LANES, row0 = group * rows_per_group;
+    // The first layer's rows spread over every group (at most first_forward's SG / LANES each).
+    const int rows_per_group = (FIRST_OUT + (int)get_num_groups(0) - 1) / (int)get_num_groups(0);
+    const int row0 = group * rows_per_group;
     const int own_rows_here = clamp(FIRST_OUT - row0, 0, rows_per_group);
     for (int e = lid; e < own_rows_here * (FIRST_IN + 1); e += SG) {
         const int r = row0 + e / (FIRST_IN + 1), i = e % (FIRST_IN + 1);

@@ -214,6 +214,8 @@ void OpenCLEngine::plan_batch(int capacity) {
         spread_snapshots_[i] = cl::Buffer(context_, CL_MEM_READ_WRITE, layout_.size() * sizeof(float));
     }
     prepared_first_ = -1;
+    spread_args_set_ = false;
+    step_update_rates_ = {-1.0f, -1.0f, -1.0f};
     // The data set, its rows, first, the slot, the next sample and the slots are set by forward()
     // and update().
     step_update_ = {kernel("step_update", cl::Buffer(), cl::Buffer(), 0, 1.0f, acts_, deltas_, losses_, hits_, 0,
@@ -289,7 +291,10 @@ void OpenCLEngine::upload(Split split, const Dataset& data) {
                         " do not fit the network's input " + std::to_string(in.c) + "x" + std::to_string(in.h) + "x" +
                         std::to_string(in.w));
         collect_counters();  // the loss slots may be replaced below
-        if (split == Split::Train) prepared_first_ = -1;  // a sample of the old set
+        if (split == Split::Train) {
+            prepared_first_ = -1;      // a sample of the old set
+            spread_args_set_ = false;  // new buffers
+        }
         SplitData& d = split == Split::Train ? train_ : test_;
         const size_t count = static_cast<size_t>(data.count);
         d.count = data.count;
@@ -401,14 +406,18 @@ void OpenCLEngine::forward(Split split, int first, int count) {
             if (timed_) ++sampled_timed_;
         }
         if (batch1 && sample_.spread) {
-            for (Launch* l : {&tail_, &step_update_}) {
-                l->kernel.setArg(0, data.labels);
-                l->kernel.setArg(1, order_);
-                l->kernel.setArg(2, first);
-                l->kernel.setArg(8, cursor_);
+            // Only what changes from step to step: each clSetKernelArg costs host time, which a
+            // one-launch step must keep below the device's. The tail's arguments are set if it runs.
+            if (!spread_args_set_) {
+                step_update_.kernel.setArg(0, data.labels);
+                step_update_.kernel.setArg(1, order_);
+                step_update_.kernel.setArg(17, data.inputs);
+                spread_args_set_ = true;
             }
-            step_update_.kernel.setArg(17, data.inputs);
+            step_update_.kernel.setArg(2, first);
+            step_update_.kernel.setArg(8, cursor_);
             step_first_ = first;
+            step_slot_ = cursor_;
             // The previous step's update computed this sample's first layer, unless something intervened.
             cur_slot_ = prepared_first_ == first ? prepared_slot_ : 0;
             prepared_first_ = -1;
@@ -467,6 +476,10 @@ void OpenCLEngine::compute_pending_gradients() {
 void OpenCLEngine::finish_tail() {
     if (!tail_pending_) return;
     tail_pending_ = false;
+    tail_.kernel.setArg(0, train_.labels);
+    tail_.kernel.setArg(1, order_);
+    tail_.kernel.setArg(2, step_first_);
+    tail_.kernel.setArg(8, step_slot_);
     if (cur_slot_ != 0) {  // tail_step reads the first layer's outputs from acts_
         queue_.enqueueCopyBuffer(spread_acts_[cur_slot_ - 1], acts_, 0, 0, sample_.act_floats * sizeof(float));
         cur_slot_ = 0;
@@ -493,9 +506,13 @@ void OpenCLEngine::update(float lr, float momentum, float weight_decay) {
         }
         Launch& launch = fused ? step_update_ : gradients_pending_ ? gradients_sgd_ : update_;
         const cl_uint at = fused ? 14 : gradients_pending_ ? 6 : 4;  // where lr, momentum and weight decay go
-        launch.kernel.setArg(at, lr);
-        launch.kernel.setArg(at + 1, momentum);
-        launch.kernel.setArg(at + 2, weight_decay);
+        const std::array<float, 3> rates{lr, momentum, weight_decay};
+        if (!fused || rates != step_update_rates_) {  // step_update keeps them from step to step
+            launch.kernel.setArg(at, lr);
+            launch.kernel.setArg(at + 1, momentum);
+            launch.kernel.setArg(at + 2, weight_decay);
+            if (fused) step_update_rates_ = rates;
+        }
         gradients_pending_ = false;
         enqueue_phase(Phase::Update, {&launch}, 0);
         queue_.flush();  // hand the step to the device now, without waiting for it

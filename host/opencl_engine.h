@@ -21,6 +21,7 @@
 // the tail's results first (the loss, gradients(), layer outputs, another forward) gets it in one
 // group (tail_step), then the steps above.
 #pragma once
+#include <array>
 #include <string>
 #include <utility>
 #include <vector>
@@ -144,7 +145,9 @@ private:
     // snapshot_, first_forward's. cur_slot_: the pending step's; prepared_first_: the training
     // sample whose first layer is in prepared_slot_ (-1: none, or no longer valid).
     cl::Buffer spread_acts_[2], spread_snapshots_[2];
-    int cur_slot_ = 0, prepared_first_ = -1, prepared_slot_ = 0, step_first_ = 0;
+    int cur_slot_ = 0, prepared_first_ = -1, prepared_slot_ = 0, step_first_ = 0, step_slot_ = 0;
+    bool spread_args_set_ = false;                  // step_update's data set arguments
+    std::array<float, 3> step_update_rates_{-1.0f, -1.0f, -1.0f};  // its learning rate, momentum, decay
     bool fuse_tail_ = false;
     bool tail_pending_ = false;  // a batch-1 forward() ran only first_forward
 

@@ -127,9 +127,9 @@ void spread_first(const Network& net, const DeviceLayout& layout, int lanes, Sam
       << ", params + " << layout.bias(0).device << ", " << first.in.size() << ", " << first.out.size() << ", "
       << act_name(first.activation) << ", work, act + " << p.output_at[0] << ");\n";
     // The same for the next sample in step_update, from its updated parameters.
-    s << "#define NETWORK_NEXT_FIRST_FORWARD \\\n    fc_rows_forward(next_input, values + " << layout.weights(0).device
+    s << "#define NETWORK_NEXT_FIRST_FORWARD \\\n    fc_rows_forward_at(next_input, values + " << layout.weights(0).device
       << ", values + " << layout.bias(0).device << ", " << first.in.size() << ", " << first.out.size() << ", "
-      << act_name(first.activation) << ", work, next_acts + " << p.output_at[0] << ");\n";
+      << act_name(first.activation) << ", work, next_acts + " << p.output_at[0] << ", row0, rows_per_group);\n";
     std::ostringstream fw;
     for (size_t k = 1; k < L; ++k) {
         const LayerSpec& l = layers[k];
