@@ -135,11 +135,12 @@ __kernel __attribute__((reqd_work_group_size(256, 1, 1))) void head_forward(
 // rows r < O: dW[r][i] = the sum over the samples in order of D[s][r] X[s][i], into grads at
 // w_off (items i < O of row 0 also db[i], the sum of D[s][i], at b_off); row O, unless the layer
 // is the first (has_dp 0): for every sample, Dp[s][i] = the delta of input unit i (activation
-// in_act, output X[s][i]) from the sum over o in order of D[s][o] W[o][i].
-// NDRange (round_up(max(I, O), 64), O + 1), work-group (64, 1).
+// in_act, output X[s][i]) from the sum over o in order of D[s][o] W[o][i]; and when the layer below
+// is fully connected too (prev_b_off >= 0), its bias gradient, the sum of Dp[s][i] in sample order,
+// at prev_b_off + i. NDRange (round_up(max(I, O), 64), O + 1), work-group (64, 1).
 __kernel void head_backward(__global const float* X, __global const float* D, __global const float* W,
                             __global float* grads, int w_off, int b_off, int count, int I, int O,
-                            __global float* Dp, int in_act, int has_dp) {
+                            __global float* Dp, int in_act, int has_dp, int prev_b_off) {
     const int i = (int)get_global_id(0), r = (int)get_global_id(1);
     if (r == 0 && i < O) {
         float b = 0.0f;
@@ -154,11 +155,15 @@ __kernel void head_backward(__global const float* X, __global const float* D, __
         return;
     }
     if (!has_dp) return;
+    float b = 0.0f;
     for (int s = 0; s < count; ++s) {
         float t = 0.0f;
         for (int o = 0; o < O; ++o) t = mad(D[s * O + o], W[(size_t)o * I + i], t);
-        Dp[(size_t)s * I + i] = delta_of(in_act, X[(size_t)s * I + i], t);
+        const float d = delta_of(in_act, X[(size_t)s * I + i], t);
+        Dp[(size_t)s * I + i] = d;
+        b += d;
     }
+    if (prev_b_off >= 0) grads[prev_b_off + i] = b;
 }
 
 // grads[off_w + c] (c < split) or grads[off_b + c - split] = sum over rows r of part[r][c], r in
@@ -195,11 +200,22 @@ __kernel void batch_sgd(__global float* params, __global float* velocity, __glob
 // on the way rather than read: dW[o][i] = the sum over the samples s, in order, of D[s][o] X[s][i].
 // At a small batch the weight-gradient GEMM would only write dW out for batch_sgd to read back.
 // Item (q, g) takes the 8 x 4 weights o = 8g .. 8g+7, i = 4q .. 4q+3, loading X and D as float4
-// (I and O multiples of 4, w_off too). The rates are arguments 4-6, as batch_sgd's.
-// NDRange (round_up(I/4, WG), ceil(O/8)).
+// (I and O multiples of 4, w_off too). The items of the rows g >= ceil(O/8) do batch_sgd's work
+// instead, on the other parameters (grads [n], skipping these weights), in one launch with it.
+// The rates are arguments 4-6, as batch_sgd's. NDRange (round_up(I/4, WG), ceil(O/8) + rest_rows).
 __kernel void fc_sgd(__global float* params, __global float* velocity, __global const float* D,
                      __global const float* X, float lr, float momentum, float weight_decay, int w_off, int count,
-                     int I, int O) {
+                     int I, int O, __global const float* grads, int n) {
+    const int rows = (O + 7) / 8;
+    if ((int)get_global_id(1) >= rows) {  // batch_sgd's part
+        const int stride = (int)get_global_size(0) * ((int)get_global_size(1) - rows);
+        for (int e = (int)get_global_id(0) + ((int)get_global_id(1) - rows) * (int)get_global_size(0); e < n - I * O;
+             e += stride) {
+            const int at = e >= w_off ? e + I * O : e;
+            sgd_at(params, velocity, at, grads[at], lr, momentum, weight_decay);
+        }
+        return;
+    }
     const int i = 4 * (int)get_global_id(0), o0 = 8 * (int)get_global_id(1);
     if (i >= I) return;
     const int o4 = min(o0 + 4, O - 4);  // the second four (only stored when o0 + 4 < O)

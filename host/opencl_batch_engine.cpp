@@ -407,8 +407,12 @@ void OpenCLBatchEngine::plan_layer(size_t k, int count) {
         case LayerKind::FullyConnected: {
             const int I = l.in.size(), O = l.out.size();
             if (head_ && k + 1 == net_.layers.size()) {  // the forward is head_forward (plan())
+                // A fully connected layer below: its bias gradient too (its own sum_rows is left out).
+                const int prev_b_off = !first && net_.layers[k - 1].kind == LayerKind::FullyConnected
+                                           ? as_int(layout_.bias(k - 1).device)
+                                           : -1;
                 back.push_back({kernel(program_, "head_backward", X, D, d.weights, grads_, w_off, b_off, count, I, O,
-                                       Dp, in_act, static_cast<int>(!first)),
+                                       Dp, in_act, static_cast<int>(!first), prev_b_off),
                                 cl::NDRange(round_up(static_cast<size_t>(std::max(I, O)), 64), static_cast<size_t>(O) + 1),
                                 cl::NDRange(64, 1),
                                 l.name + " head_backward"});
@@ -424,7 +428,8 @@ void OpenCLBatchEngine::plan_layer(size_t k, int count) {
             // run only if gradients() asks for it; the update computes it itself).
             gemm(static_cast<int>(k) == fused_ ? deferred_ : back, l.name + " gemm weights", O, I, count, D, 0, 1, O, X, 0, I, 1, grads_, w_off, I, 1, kStore, 0,
                  grads_, 0);
-            back.push_back(sum_rows(D, count, O, 0, 0, b_off, l.name));
+            if (!(head_ && k + 2 == net_.layers.size()))  // else head_backward sums the biases' gradients
+                back.push_back(sum_rows(D, count, O, 0, 0, b_off, l.name));
             if (!first) {
                 if (d.constant_fc)
                     back.push_back({kernel(program_, "fc_backward_data_small", X, D, Dp, d.weights, count, I, O, in_act),
@@ -538,13 +543,13 @@ void OpenCLBatchEngine::plan(int count) {
         const LayerSpec& l = net_.layers[k];
         const DeviceLayout::Block w = layout_.weights(k);
         const int I = l.in.size(), O = l.out.size();
-        fused_update_ = {{kernel(program_, "batch_sgd", params_, velocity_, grads_, as_int(size), 0.0f, 0.0f, 0.0f,
-                                 as_int(w.device), as_int(w.count)),
-                          cl::NDRange(round_up(size - w.count, wg_)), cl::NDRange(wg_), "batch_sgd"},
-                         {kernel(program_, "fc_sgd", params_, velocity_, deltas_[k], acts_[k], 0.0f, 0.0f, 0.0f,
-                                 as_int(w.device), count, I, O),
-                          cl::NDRange(round_up(static_cast<size_t>(I / 4), wg_), static_cast<size_t>((O + 7) / 8)),
-                          cl::NDRange(wg_, 1), l.name + " fc_sgd"}};
+        // fc_sgd's rows past the weights' do batch_sgd's work on the other parameters, in the same launch.
+        const size_t width = round_up(static_cast<size_t>(I / 4), wg_), rest = size - w.count;
+        const size_t rest_rows = std::max<size_t>(1, (rest + width - 1) / width);
+        fused_update_ = {{kernel(program_, "fc_sgd", params_, velocity_, deltas_[k], acts_[k], 0.0f, 0.0f, 0.0f,
+                                 as_int(w.device), count, I, O, grads_, as_int(size)),
+                          cl::NDRange(width, static_cast<size_t>((O + 7) / 8) + rest_rows), cl::NDRange(wg_, 1),
+                          l.name + " fc_sgd (+ batch_sgd)"}};
     }
     planned_ = count;
 }
