@@ -179,8 +179,7 @@ __kernel void sum_rows(__global const float* part, int rows, int cols, int split
 
 // SGD with momentum and L2 weight decay over the flat buffer: v = momentum*v + g + weight_decay*p;
 // p -= lr*v (the arithmetic of update.cl's sgd_momentum, which needs the per-sample kernels'
-// common.h), except the skip_len entries from skip_at (a layer that fc_sgd updates).
-// NDRange (round_up(n - skip_len, WG)).
+// common.h). NDRange (round_up(n, WG)).
 inline void sgd_at(__global float* params, __global float* velocity, int i, float g, float lr, float momentum,
                    float weight_decay) {
     const float v = momentum * velocity[i] + (g + weight_decay * params[i]);
@@ -189,11 +188,9 @@ inline void sgd_at(__global float* params, __global float* velocity, int i, floa
 }
 
 __kernel void batch_sgd(__global float* params, __global float* velocity, __global const float* grads, int n, float lr,
-                        float momentum, float weight_decay, int skip_at, int skip_len) {
-    int i = (int)get_global_id(0);
-    if (i >= n - skip_len) return;
-    if (i >= skip_at) i += skip_len;
-    sgd_at(params, velocity, i, grads[i], lr, momentum, weight_decay);
+                        float momentum, float weight_decay) {
+    const int i = (int)get_global_id(0);
+    if (i < n) sgd_at(params, velocity, i, grads[i], lr, momentum, weight_decay);
 }
 
 // The same update for a fully connected layer's weights W [O][I] at w_off, their gradient computed
@@ -893,15 +890,16 @@ inline void skinny_stage(__local float* As, __global const float* A, int a_off, 
     }
 }
 
-// acc[m] += A(m, kk) w for the 16 rows m.
-#define SKINNY_MAD(acc, As, kk, w)                                             \
-    for (int q = 0; q < 4; ++q) {                                              \
-        const float4 a = vload4(q, (As) + (kk) * 16);                          \
-        acc[4 * q] = mad(a.s0, w, acc[4 * q]);                                 \
-        acc[4 * q + 1] = mad(a.s1, w, acc[4 * q + 1]);                         \
-        acc[4 * q + 2] = mad(a.s2, w, acc[4 * q + 2]);                         \
-        acc[4 * q + 3] = mad(a.s3, w, acc[4 * q + 3]);                         \
+// acc[m] += a[m] w for the 16 rows m of a row of As[k*16 + m].
+inline void skinny_mad(float* acc, __local const float* a, float w) {
+    for (int q = 0; q < 4; ++q) {
+        const float4 v = vload4(q, a);
+        acc[4 * q] = mad(v.s0, w, acc[4 * q]);
+        acc[4 * q + 1] = mad(v.s1, w, acc[4 * q + 1]);
+        acc[4 * q + 2] = mad(v.s2, w, acc[4 * q + 2]);
+        acc[4 * q + 3] = mad(v.s3, w, acc[4 * q + 3]);
     }
+}
 
 // B along k (B(k, n) = B[b_off + k + n*b_n]: a layer's forward, W [N][K]). Items (r, lane) =
 // (lid/32, lid%32): columns nb + 4r .. nb + 4r + 3 of the group's 32, k = lane, lane + 32, ...;
@@ -952,7 +950,8 @@ __kernel __attribute__((reqd_work_group_size(SK_GROUP, 1, 1))) void gemm_skinny_
     int M, int N, int K, int k_len, __global const float* A, int a_off, int a_m, int a_k, __global const float* B,
     int b_off, int b_k, __global float* C, int c_z, int vec) {
     __local float As[16 * (SK_KC + 4)];
-    const int z = (int)get_group_id(2), k0 = z * k_len, n = 4 * ((int)get_group_id(0) * SK_GROUP + (int)get_local_id(0));
+    const int z = (int)get_group_id(2), k0 = z * k_len;
+    const int n = 4 * ((int)get_group_id(0) * SK_GROUP + (int)get_local_id(0));
     const int len = min(k_len, K - k0);
     skinny_stage(As, A, a_off, a_m, a_k, M, len, k0, k_len + 4, 0);  // zeros in the 4 rows past the slice
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -975,10 +974,11 @@ __kernel __attribute__((reqd_work_group_size(SK_GROUP, 1, 1))) void gemm_skinny_
                 w[u] = (float4)(row[0], cols > 1 ? row[1] : 0.0f, cols > 2 ? row[2] : 0.0f, cols > 3 ? row[3] : 0.0f);
         }
         for (int u = 0; u < 4; ++u) {
-            SKINNY_MAD(acc[0], As, kk + u, w[u].s0)
-            SKINNY_MAD(acc[1], As, kk + u, w[u].s1)
-            SKINNY_MAD(acc[2], As, kk + u, w[u].s2)
-            SKINNY_MAD(acc[3], As, kk + u, w[u].s3)
+            __local const float* a = As + (kk + u) * 16;
+            skinny_mad(acc[0], a, w[u].s0);
+            skinny_mad(acc[1], a, w[u].s1);
+            skinny_mad(acc[2], a, w[u].s2);
+            skinny_mad(acc[3], a, w[u].s3);
         }
     }
     for (int m = 0; m < M; ++m)

@@ -221,11 +221,11 @@ __kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void tail_step(
 // the tail into its own rows of `own_rows` ([groups][2 * ACT_FLOATS + 2]: activations, deltas,
 // loss and hit), group 0 into the sample's (acts, deltas, slot), so that every group has every
 // delta. Then the gradients and the update of each parameter: the first layer's by rows, spread
-// over the groups (a group's own, which it reads below); the tail's every get_global_size(0)-th from the item's
-// global id, copied to slot nxt's snapshot too. Then each group computes its first-layer rows
-// (from its own updated weights) for the training sample rows[next] into slot nxt, as
-// first_forward would after this launch (nxt -1: no next sample; the same into the slot that is
-// not cur, unused). NDRange (groups * SG), groups >= first_forward's; work-group SG.
+// over the groups (a group's own, which it reads below); the tail's every get_global_size(0)-th
+// from the item's global id, copied to slot nxt's snapshot too. Then each group computes its
+// first-layer rows (from its own updated weights) for the training sample rows[next] into slot
+// nxt, as first_forward would after this launch (nxt -1: no next sample; the same into the slot
+// that is not cur, unused). NDRange (groups * SG), groups >= first_forward's; work-group SG.
 __kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void step_update(
     __global const uchar* labels, __global const int* rows, int first, float scale, __global float* acts,
     __global float* deltas, __global float* loss, __global int* hit, int slot, __global float* snapshot,

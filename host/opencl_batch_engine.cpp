@@ -152,7 +152,7 @@ OpenCLBatchEngine::OpenCLBatchEngine(Network net, MemoryVariant memory, const Op
         image_to_input(all.data(), 1, 256, Shape{1, 1, 256}, values.data());
         byte_values_ = cl::Buffer(context_, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, 256 * sizeof(float), values.data());
         const size_t n = layout_.size();
-        update_ = {{kernel(program_, "batch_sgd", params_, velocity_, grads_, as_int(n), 0.0f, 0.0f, 0.0f, 0, 0),
+        update_ = {{kernel(program_, "batch_sgd", params_, velocity_, grads_, as_int(n), 0.0f, 0.0f, 0.0f),
                     cl::NDRange(round_up(n, wg_)), cl::NDRange(wg_), "batch_sgd"}};
         set_params(std::vector<float>(net_.param_count, 0.0f));
     });
@@ -252,9 +252,10 @@ void OpenCLBatchEngine::gemm(std::vector<Launch>& into, const std::string& name,
             into.push_back({kernel(program_, "gemm_skinny_k", M, N, K, as_int(k_len), A, a_off, a_m, a_k, B, b_off, b_n,
                                    scratch_.back(), as_int(slice)),
                             global, local, name});
-        else
+        else  // float4 loads of B where its rows and columns allow
             into.push_back({kernel(program_, "gemm_skinny_n", M, N, K, as_int(k_len), A, a_off, a_m, a_k, B, b_off, b_k,
-                                   scratch_.back(), as_int(slice), static_cast<int>(b_off % 4 == 0 && b_k % 4 == 0 && N % 4 == 0)),
+                                   scratch_.back(), as_int(slice),
+                                   static_cast<int>(b_off % 4 == 0 && b_k % 4 == 0 && N % 4 == 0)),
                             global, local, name});
         into.push_back({kernel(program_, "gemm_reduce", scratch_.back(), as_int(splits), M, N, C, c_off, c_m, c_n, mode,
                                act, E, e_off),
@@ -413,9 +414,9 @@ void OpenCLBatchEngine::plan_layer(size_t k, int count) {
                                            : -1;
                 back.push_back({kernel(program_, "head_backward", X, D, d.weights, grads_, w_off, b_off, count, I, O,
                                        Dp, in_act, static_cast<int>(!first), prev_b_off),
-                                cl::NDRange(round_up(static_cast<size_t>(std::max(I, O)), 64), static_cast<size_t>(O) + 1),
-                                cl::NDRange(64, 1),
-                                l.name + " head_backward"});
+                                cl::NDRange(round_up(static_cast<size_t>(std::max(I, O)), 64),
+                                            static_cast<size_t>(O) + 1),
+                                cl::NDRange(64, 1), l.name + " head_backward"});
                 break;
             }
             if (d.constant_fc)

@@ -250,17 +250,18 @@ void OpenCLEngine::enqueue(Launch& launch, int count, cl::Event* event) {
     queue_.enqueueNDRangeKernel(launch.kernel, cl::NullRange, cl::NDRange(global), cl::NDRange(local), nullptr, event);
 }
 
-void OpenCLEngine::enqueue_phase(Phase phase, const std::vector<Launch*>& launches, int count) {
-    Span span{{}, {}, phase, sampled_};
+void OpenCLEngine::enqueue_phase(Phase phase, const std::vector<Launch*>& launches, int count, bool exact) {
+    const bool timed = timed_ || exact;
+    Span span{{}, {}, phase, sampled_ && !exact};
     for (size_t i = 0; i < launches.size(); ++i) {
         cl::Event event;
-        const bool edge = timed_ && (i == 0 || i + 1 == launches.size());
+        const bool edge = timed && (i == 0 || i + 1 == launches.size());
         enqueue(*launches[i], count, profile_ || edge ? &event : nullptr);
         if (i == 0) span.first = event;
         if (i + 1 == launches.size()) span.last = event;
         if (profile_) launch_events_.emplace_back(launches[i]->name, event);
     }
-    if (timed_) spans_.push_back(std::move(span));
+    if (timed) spans_.push_back(std::move(span));
 }
 
 void OpenCLEngine::write(const cl::Buffer& buffer, const void* data, size_t bytes) {
@@ -426,12 +427,7 @@ void OpenCLEngine::forward(Split split, int first, int count) {
                 first_.kernel.setArg(1, order_);
                 first_.kernel.setArg(2, first);
                 // Timed whenever it runs (once an epoch in a run of steps), not as a sample of the steps.
-                const bool sampled = sampled_, timed = timed_;
-                sampled_ = false;
-                timed_ = true;
-                enqueue_phase(Phase::Forward, {&first_}, 1);
-                sampled_ = sampled;
-                timed_ = timed;
+                enqueue_phase(Phase::Forward, {&first_}, 1, true);
             }
             tail_pending_ = true;
             cursor_ += 1;

@@ -103,7 +103,8 @@ private:
     void plan_batch(int capacity);
     void check_local_memory(const cl::Kernel& kernel) const;
     void enqueue(Launch& launch, int count, cl::Event* event = nullptr);
-    void enqueue_phase(Phase phase, const std::vector<Launch*>& launches, int count);
+    // exact: timed even on an untimed batch-1 step, and not scaled as a sample of the steps.
+    void enqueue_phase(Phase phase, const std::vector<Launch*>& launches, int count, bool exact = false);
     void write(const cl::Buffer& buffer, const void* data, size_t bytes);
     void read(const cl::Buffer& buffer, void* data, size_t bytes);
     void poison_activations();
