@@ -187,10 +187,13 @@ inline void sgd_at(__global float* params, __global float* velocity, int i, floa
     params[i] -= lr * v;
 }
 
+// Parameters skip .. skip + skip_n - 1 are left out (fc_sgd_data has updated them).
 __kernel void batch_sgd(__global float* params, __global float* velocity, __global const float* grads, int n, float lr,
-                        float momentum, float weight_decay) {
-    const int i = (int)get_global_id(0);
-    if (i < n) sgd_at(params, velocity, i, grads[i], lr, momentum, weight_decay);
+                        float momentum, float weight_decay, int skip, int skip_n) {
+    int i = (int)get_global_id(0);
+    if (i >= n - skip_n) return;
+    if (i >= skip) i += skip_n;
+    sgd_at(params, velocity, i, grads[i], lr, momentum, weight_decay);
 }
 
 // The same update for a fully connected layer's weights W [O][I] at w_off, their gradient computed
@@ -233,6 +236,69 @@ __kernel void fc_sgd(__global float* params, __global float* velocity, __global 
         const float4 vel = momentum * vload4(0, v) + (g[j] + weight_decay * vload4(0, p));
         vstore4(vel, 0, v);
         vstore4(vload4(0, p) - lr * vel, 0, p);
+    }
+}
+
+// fc_sgd's update that also computes the delta below the layer (batches of at most FD_SAMPLES): its
+// data gradient reads the same weights, before they change, so W is read once for both. Group
+// (b, c) takes the columns i = 64b .. 64b+63 (two per item, lane l: 64b + 2l) of the rows
+// o = c*FD_ROWS .. c*FD_ROWS + FD_ROWS-1 (warp w of 8: rows w, w+8, ...). The update is fc_sgd's,
+// the gradient summed over the samples in the same order; part[c][s][i] (slices of count x I)
+// gets the sum over the group's rows of D[s][o] W[o][i], each warp's in order and then the warps'
+// in order; gemm_reduce adds the slices up and applies the activation's derivative. I even, w_off
+// too. The other parameters are batch_sgd's, after the layers below have their gradients.
+// NDRange (ceil(I/64)*256, ceil(O/FD_ROWS)), work-group (256, 1).
+#define FD_SAMPLES 16
+#define FD_ROWS 128
+#define FD_WARPS 8
+__kernel __attribute__((reqd_work_group_size(256, 1, 1))) void fc_sgd_data(
+    __global float* params, __global float* velocity, __global const float* D, __global const float* X, float lr,
+    float momentum, float weight_decay, int w_off, int count, int I, int O, __global float* part) {
+    __local float Ds[FD_ROWS * FD_SAMPLES];         // [row][s]: D's rows of this group
+    __local float2 sums[FD_WARPS * FD_SAMPLES * 32];  // [warp][s][lane]: each warp's part
+    const int lid = (int)get_local_id(0), lane = lid % 32, warp = lid / 32, c = (int)get_group_id(1);
+    const int i = (int)get_group_id(0) * 64 + 2 * lane, o0 = c * FD_ROWS, rows = min(FD_ROWS, O - o0);
+    for (int e = lid; e < FD_ROWS * FD_SAMPLES; e += 256) {
+        const int r = e % FD_ROWS, s = e / FD_ROWS;
+        Ds[r * FD_SAMPLES + s] = r < rows && s < count ? D[s * O + o0 + r] : 0.0f;
+    }
+    const int live = i < I;
+    float2 x[FD_SAMPLES], dx[FD_SAMPLES];
+#pragma unroll
+    for (int s = 0; s < FD_SAMPLES; ++s) {
+        x[s] = live && s < count ? vload2(0, X + s * I + i) : (float2)(0.0f);
+        dx[s] = (float2)(0.0f);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int r = warp; r < (live ? rows : 0); r += FD_WARPS) {
+        __global float* p = params + w_off + (o0 + r) * I + i;
+        __global float* v = velocity + w_off + (o0 + r) * I + i;
+        const float2 w = vload2(0, p), vel0 = vload2(0, v);
+        float2 g = (float2)(0.0f);
+#pragma unroll
+        for (int s4 = 0; s4 < FD_SAMPLES; s4 += 4) {
+            const float4 d = vload4(0, Ds + r * FD_SAMPLES + s4);
+            g = mad((float2)(d.s0), x[s4], g);
+            g = mad((float2)(d.s1), x[s4 + 1], g);
+            g = mad((float2)(d.s2), x[s4 + 2], g);
+            g = mad((float2)(d.s3), x[s4 + 3], g);
+            dx[s4] = mad((float2)(d.s0), w, dx[s4]);
+            dx[s4 + 1] = mad((float2)(d.s1), w, dx[s4 + 1]);
+            dx[s4 + 2] = mad((float2)(d.s2), w, dx[s4 + 2]);
+            dx[s4 + 3] = mad((float2)(d.s3), w, dx[s4 + 3]);
+        }
+        const float2 vel = momentum * vel0 + (g + weight_decay * w);
+        vstore2(vel, 0, v);
+        vstore2(w - lr * vel, 0, p);
+    }
+#pragma unroll
+    for (int s = 0; s < FD_SAMPLES; ++s) sums[(warp * FD_SAMPLES + s) * 32 + lane] = dx[s];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int e = lid; e < FD_SAMPLES * 32; e += 256) {
+        const int s = e / 32, l = e % 32, col = (int)get_group_id(0) * 64 + 2 * l;
+        float2 t = sums[s * 32 + l];
+        for (int w = 1; w < FD_WARPS; ++w) t += sums[(w * FD_SAMPLES + s) * 32 + l];
+        if (s < count && col < I) vstore2(t, 0, part + ((size_t)c * count + s) * I + col);
     }
 }
 

@@ -39,6 +39,10 @@ constexpr size_t kPartialItems = 2048;
 // inside the update (fc_sgd), not written out by a GEMM.
 constexpr int kFusedBatch = 32;
 constexpr size_t kFusedWeights = 65536;
+// ... and at batches up to this size (batch_layers.cl's FD_SAMPLES), unless it is the first layer,
+// the delta below it too (fc_sgd_data), reading the weights once for both.
+constexpr int kFusedDataBatch = 16;
+constexpr size_t kFusedDataRows = 128;  // fc_sgd_data's FD_ROWS
 
 // gemm_skinny_n's items per work-group (batch_layers.cl's SK_GROUP).
 constexpr size_t kSkinnyGroup = 64;
@@ -152,7 +156,7 @@ OpenCLBatchEngine::OpenCLBatchEngine(Network net, MemoryVariant memory, const Op
         image_to_input(all.data(), 1, 256, Shape{1, 1, 256}, values.data());
         byte_values_ = cl::Buffer(context_, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, 256 * sizeof(float), values.data());
         const size_t n = layout_.size();
-        update_ = {{kernel(program_, "batch_sgd", params_, velocity_, grads_, as_int(n), 0.0f, 0.0f, 0.0f),
+        update_ = {{kernel(program_, "batch_sgd", params_, velocity_, grads_, as_int(n), 0.0f, 0.0f, 0.0f, 0, 0),
                     cl::NDRange(round_up(n, wg_)), cl::NDRange(wg_), "batch_sgd"}};
         set_params(std::vector<float>(net_.param_count, 0.0f));
     });
@@ -432,7 +436,10 @@ void OpenCLBatchEngine::plan_layer(size_t k, int count) {
             if (!(head_ && k + 2 == net_.layers.size()))  // else head_backward sums the biases' gradients
                 back.push_back(sum_rows(D, count, O, 0, 0, b_off, l.name));
             if (!first) {
-                if (d.constant_fc)
+                if (fused_data_ && static_cast<int>(k) == fused_)  // fc_sgd_data's, or these GEMMs' (data_)
+                    gemm(data_, l.name + " gemm data", count, I, O, D, 0, O, 1, params_, w_off, I, 1, Dp, 0, I, 1,
+                         kDelta, in_act, X, 0);
+                else if (d.constant_fc)
                     back.push_back({kernel(program_, "fc_backward_data_small", X, D, Dp, d.weights, count, I, O, in_act),
                                     rows_of(n, static_cast<size_t>(I), wg), group, l.name + " fc_backward_data_small"});
                 else  // Dp [count][I] = D [count][O] W [O][I], times the activation's derivative
@@ -442,6 +449,7 @@ void OpenCLBatchEngine::plan_layer(size_t k, int count) {
             break;
         }
     }
+    if (static_cast<int>(k) == fused_) below_count_ = backward_.size();
     backward_.insert(backward_.begin(), back.begin(), back.end());
 }
 
@@ -511,6 +519,10 @@ void OpenCLBatchEngine::plan(int count) {
     backward_.clear();
     deferred_.clear();
     fused_update_.clear();
+    data_.clear();
+    below_.clear();
+    data_reduce_.clear();
+    below_update_.clear();
     scratch_.clear();
     const size_t n = static_cast<size_t>(count);
     fused_ = -1;
@@ -521,12 +533,17 @@ void OpenCLBatchEngine::plan(int count) {
             (fused_ < 0 || l.weight_count > net_.layers[static_cast<size_t>(fused_)].weight_count))
             fused_ = static_cast<int>(k);
     }
+    fused_data_ = fused_ > 0 && count <= kFusedDataBatch;
     const LayerSpec& last = net_.layers.back();
     head_ = memory_ == MemoryVariant::Local && count <= kFusedBatch && last.kind == LayerKind::FullyConnected &&
             last.out.size() <= kHeadOutputs && fused_ != static_cast<int>(L - 1);
     forward_.push_back({kernel(program_, "gather_inputs", cl::Buffer(), cl::Buffer(), 0, net_.input.size(), acts_[0]),
                         rows_of(static_cast<size_t>(net_.input.size()), n, wg_), cl::NDRange(wg_, 1), "gather_inputs"});
     for (size_t k = 0; k < L; ++k) plan_layer(k, count);
+    if (fused_data_) {  // the layers under the fused one run after its update (update())
+        below_.assign(backward_.end() - static_cast<std::ptrdiff_t>(below_count_), backward_.end());
+        backward_.resize(backward_.size() - below_count_);
+    }
     // The loss last (forward() sets its labels, rows, first and slot: arguments 1-3 and 12).
     const int squared = net_.loss == Loss::SquaredError, act = static_cast<int>(last.activation);
     const float scale = 1.0f / static_cast<float>(count);
@@ -544,18 +561,36 @@ void OpenCLBatchEngine::plan(int count) {
         const LayerSpec& l = net_.layers[k];
         const DeviceLayout::Block w = layout_.weights(k);
         const int I = l.in.size(), O = l.out.size();
-        // fc_sgd's rows past the weights' do batch_sgd's work on the other parameters, in the same launch.
-        const size_t width = round_up(static_cast<size_t>(I / 4), wg_), rest = size - w.count;
-        const size_t rest_rows = std::max<size_t>(1, (rest + width - 1) / width);
-        fused_update_ = {{kernel(program_, "fc_sgd", params_, velocity_, deltas_[k], acts_[k], 0.0f, 0.0f, 0.0f,
-                                 as_int(w.device), count, I, O, grads_, as_int(size)),
-                          cl::NDRange(width, static_cast<size_t>((O + 7) / 8) + rest_rows), cl::NDRange(wg_, 1),
-                          l.name + " fc_sgd (+ batch_sgd)"}};
+        if (fused_data_) {
+            const size_t chunks = (static_cast<size_t>(O) + kFusedDataRows - 1) / kFusedDataRows;
+            scratch_.emplace_back(context_, CL_MEM_READ_WRITE, chunks * n * static_cast<size_t>(I) * sizeof(float));
+            fused_update_ = {{kernel(program_, "fc_sgd_data", params_, velocity_, deltas_[k], acts_[k], 0.0f, 0.0f,
+                                     0.0f, as_int(w.device), count, I, O, scratch_.back()),
+                              cl::NDRange((static_cast<size_t>(I) + 63) / 64 * 256, chunks), cl::NDRange(256, 1),
+                              l.name + " fc_sgd_data"}};
+            const int in_act = static_cast<int>(net_.layers[k - 1].activation);
+            data_reduce_ = {{kernel(program_, "gemm_reduce", scratch_.back(), as_int(chunks), count, I, deltas_[k - 1],
+                                    0, I, 1, kDelta, in_act, acts_[k], 0),
+                             cl::NDRange(round_up(n * static_cast<size_t>(I), wg_)), cl::NDRange(wg_),
+                             l.name + " fc_sgd_data (reduce)"}};
+            below_update_ = {{kernel(program_, "batch_sgd", params_, velocity_, grads_, as_int(size), 0.0f, 0.0f, 0.0f,
+                                     as_int(w.device), as_int(w.count)),
+                              cl::NDRange(round_up(size - w.count, wg_)), cl::NDRange(wg_), "batch_sgd"}};
+        } else {
+            // fc_sgd's rows past the weights' do batch_sgd's work on the other parameters, in the same launch.
+            const size_t width = round_up(static_cast<size_t>(I / 4), wg_), rest = size - w.count;
+            const size_t rest_rows = std::max<size_t>(1, (rest + width - 1) / width);
+            fused_update_ = {{kernel(program_, "fc_sgd", params_, velocity_, deltas_[k], acts_[k], 0.0f, 0.0f, 0.0f,
+                                     as_int(w.device), count, I, O, grads_, as_int(size)),
+                              cl::NDRange(width, static_cast<size_t>((O + 7) / 8) + rest_rows), cl::NDRange(wg_, 1),
+                              l.name + " fc_sgd (+ batch_sgd)"}};
+        }
     }
     planned_ = count;
 }
 
 void OpenCLBatchEngine::enqueue_phase(Phase phase, std::vector<Launch>& launches) {
+    if (launches.empty()) return;
     Span span{{}, {}, phase};
     for (size_t i = 0; i < launches.size(); ++i) {
         cl::Event event;
@@ -686,6 +721,7 @@ void OpenCLBatchEngine::forward(Split split, int first, int count) {
         throw Error("batch " + std::to_string(first) + "+" + std::to_string(count) + " is outside the " +
                     (train ? "training order" : "test set"));
     cl_checked([&] {
+        complete_backward();  // before its buffers are overwritten
         if (count != planned_) plan(count);
         if (cursor_ + count > slots_) collect_counters();
         const cl::Buffer& rows = train ? order_ : identity_;
@@ -708,19 +744,36 @@ void OpenCLBatchEngine::forward(Split split, int first, int count) {
 void OpenCLBatchEngine::backward() {
     if (!last_was_train_) throw Error("backward() needs a training forward() first");
     cl_checked([&] { enqueue_phase(Phase::Backward, backward_); });
-    deferred_pending_ = !deferred_.empty();
+    pending_ = !deferred_.empty();
+}
+
+// What backward() left to the fused update, as plain launches: the fused layer's data gradient and
+// the layers below it (fused_data_), and its weight gradient.
+void OpenCLBatchEngine::complete_backward() {
+    if (!pending_) return;
+    enqueue_phase(Phase::Backward, data_);
+    enqueue_phase(Phase::Backward, below_);
+    enqueue_phase(Phase::Backward, deferred_);
+    pending_ = false;
 }
 
 void OpenCLBatchEngine::update(float lr, float momentum, float weight_decay) {
     cl_checked([&] {
-        std::vector<Launch>& launches = deferred_pending_ ? fused_update_ : update_;
-        for (Launch& l : launches) {  // batch_sgd and fc_sgd take the rates as arguments 4-6
-            l.kernel.setArg(4, lr);
-            l.kernel.setArg(5, momentum);
-            l.kernel.setArg(6, weight_decay);
+        for (auto* launches : {&update_, &fused_update_, &below_update_})
+            for (Launch& l : *launches) {  // batch_sgd, fc_sgd and fc_sgd_data take the rates as arguments 4-6
+                l.kernel.setArg(4, lr);
+                l.kernel.setArg(5, momentum);
+                l.kernel.setArg(6, weight_decay);
+            }
+        if (pending_) {
+            enqueue_phase(Phase::Update, fused_update_);
+            enqueue_phase(Phase::Backward, data_reduce_);  // fc_sgd_data's delta below, then the layers there
+            enqueue_phase(Phase::Backward, below_);
+            enqueue_phase(Phase::Update, below_update_);
+        } else {
+            enqueue_phase(Phase::Update, update_);
         }
-        enqueue_phase(Phase::Update, launches);
-        deferred_pending_ = false;
+        pending_ = false;
         queue_.flush();  // hand the step to the device now, without waiting for it
     });
 }
@@ -789,13 +842,12 @@ std::vector<float> OpenCLBatchEngine::layer_output(size_t layer) {
 void OpenCLBatchEngine::set_gradients(const std::vector<float>& gradients) {
     check_param_count(net_, gradients, "gradient buffer");
     cl_checked([&] { write_flat(grads_, gradients); });
-    deferred_pending_ = false;
+    pending_ = false;
 }
 
 std::vector<float> OpenCLBatchEngine::gradients() {
     return cl_checked([&] {
-        if (deferred_pending_) enqueue_phase(Phase::Backward, deferred_);
-        deferred_pending_ = false;
+        complete_backward();
         return read_flat(grads_);
     });
 }

@@ -94,6 +94,7 @@ private:
               int c_m, int c_n, int mode, int act, const cl::Buffer& E, int e_off);
     Launch sum_rows(const cl::Buffer& part, int rows, int cols, int split, int off_w, int off_b, const std::string& layer);
     void enqueue_phase(Phase phase, std::vector<Launch>& launches);
+    void complete_backward();
     void write(const cl::Buffer& buffer, const void* data, size_t bytes);
     void read(const cl::Buffer& buffer, void* data, size_t bytes);
     void write_flat(const cl::Buffer& buffer, const std::vector<float>& values);
@@ -133,12 +134,18 @@ private:
     int capacity_ = 0, planned_ = 0, count_ = 0;
     bool last_was_train_ = false;
     std::vector<Launch> forward_, backward_, update_;  // for batches of planned_ samples
-    // The fused update (kFusedBatch): the weight gradient of layer fused_ is computed by fc_sgd;
-    // deferred_ computes it into grads_ instead, when gradients() asks between backward and update.
+    // The fused update (kFusedBatch): the weight gradient of layer fused_ is computed by fc_sgd
+    // (fused_update_); deferred_ computes it into grads_ instead, when gradients() asks between
+    // backward and update. fused_data_ (kFusedDataBatch): fc_sgd_data also computes the delta below
+    // layer fused_, so backward() leaves the layers below it (below_) to update(), which runs
+    // fc_sgd_data, data_reduce_, below_ and below_update_ (batch_sgd of the other parameters);
+    // complete_backward() runs data_ (that delta as GEMMs), below_ and deferred_ instead.
     int fused_ = -1;
+    bool fused_data_ = false;
     bool head_ = false;  // the last layer runs as head_forward and head_backward
-    std::vector<Launch> deferred_, fused_update_;
-    bool deferred_pending_ = false;
+    std::vector<Launch> deferred_, fused_update_, data_, below_, data_reduce_, below_update_;
+    size_t below_count_ = 0;  // plan(): backward_'s launches for the layers below fused_
+    bool pending_ = false;    // backward() left the rest to the fused update
 
     // Per-sample loss and hit of every forward since the last take_counters, at slot cursor_ on.
     cl::Buffer losses_, hits_;

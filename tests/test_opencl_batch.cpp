@@ -148,6 +148,39 @@ TEST_P(BatchVariant, SameSeedSameBitsOnTheCnn) {
     expect_same_bits_twice(load_model("cnn").net, GetParam(), random_dataset(270, 6), 130);
 }
 
+// At batches up to 16 the update of the largest fully connected layer also computes the delta
+// below it (fc_sgd_data), and the layers below run after it; gradients() between backward and
+// update computes the same with GEMMs instead. F1 here: 784 inputs (a last column block of 16)
+// and 132 outputs (row chunks of 128 and 4). Three steps each way, the second engine asking for
+// the gradients every time, must give the same parameters (the deltas' sums in another order).
+TEST_P(BatchVariant, FusedUpdateWithTheDeltaBelowMatchesTheUnfusedSteps) {
+    const Network net = NetworkBuilder("fused", {1, 28, 28})
+                            .conv("C1", 4, 5, Activation::ReLU, {}, 1, 2)
+                            .pool("P1", LayerKind::MaxPool, 2)
+                            .fully_connected("F1", 132, Activation::Tanh)
+                            .fully_connected("output", 10, Activation::None)
+                            .build();
+    const Dataset data = random_dataset(48, 11);
+    for (int batch : {16, 5}) {
+        std::vector<float> params[2];
+        for (int unfused = 0; unfused < 2; ++unfused) {
+            auto engine = batch_engine(net, GetParam());
+            engine->upload(Split::Train, data);
+            engine->set_params(init_params(net, 4));
+            Rng rng(5);
+            engine->set_order(shuffled_order(data.count, rng));
+            for (int step = 0; step < 3; ++step) {
+                engine->forward(Split::Train, step * batch, batch);
+                engine->backward();
+                if (unfused) engine->gradients();
+                engine->update(0.05f, 0.9f, 5e-4f);
+            }
+            params[unfused] = engine->params();
+        }
+        EXPECT_LT(test::relative_error(params[0], params[1]), 1e-6) << "batch " << batch;
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Variants, BatchVariant, ::testing::Values("gpu", "gpu-constant", "gpu-local"),
                          [](const ::testing::TestParamInfo<std::string>& param) {
                              std::string name = param.param;
