@@ -243,18 +243,19 @@ void OpenCLBatchEngine::gemm(std::vector<Launch>& into, const std::string& name,
     // gpu-local, at most 16 rows and a deep k: slices of k over many groups (gemm_skinny_*), B read once.
     const bool b_kcontig = b_k == 1 && b_n != 1, b_ncont = b_n == 1 && b_k != 1;
     if (memory_ == MemoryVariant::Local && M <= 16 && K >= 256 && (a_k == 1 || a_m == 1) && (b_kcontig || b_ncont)) {
-        // gemm_skinny_k: groups of 256 items, 32 columns of C each; gemm_skinny_n: kSkinnyGroup items, 4 columns each.
-        const size_t items = b_kcontig ? 256 : kSkinnyGroup, per_group = b_kcontig ? 32 : 4 * kSkinnyGroup;
+        // gemm_skinny_k: groups of 256 items, 64 columns of C each; gemm_skinny_n: kSkinnyGroup items, 4 columns each.
+        const size_t items = b_kcontig ? 256 : kSkinnyGroup, per_group = b_kcontig ? 64 : 4 * kSkinnyGroup;
         const size_t blocks = (static_cast<size_t>(N) + per_group - 1) / per_group;
-        // Slices of 64 .. 256 (multiples of 64), about as many as give every compute unit six groups.
-        size_t k_len = round_up(static_cast<size_t>(K) * blocks / (6 * compute_units_), 64);
-        k_len = std::clamp<size_t>(k_len, 64, 256);
+        // Slices (multiples of 64) about as many as give every compute unit two groups (gemm_skinny_k,
+        // slices of 64 .. 384) or six (gemm_skinny_n, 64 .. 256).
+        size_t k_len = round_up(static_cast<size_t>(K) * blocks / ((b_kcontig ? 2 : 6) * compute_units_), 64);
+        k_len = std::clamp<size_t>(k_len, 64, b_kcontig ? 384 : 256);
         const size_t splits = (static_cast<size_t>(K) + k_len - 1) / k_len, slice = static_cast<size_t>(M) * N;
         scratch_.emplace_back(context_, CL_MEM_READ_WRITE, splits * slice * sizeof(float));
         const cl::NDRange global(blocks * items, 1, splits), local(items, 1, 1);
-        if (b_kcontig)
+        if (b_kcontig)  // float4 loads of B where its rows allow
             into.push_back({kernel(program_, "gemm_skinny_k", M, N, K, as_int(k_len), A, a_off, a_m, a_k, B, b_off, b_n,
-                                   scratch_.back(), as_int(slice)),
+                                   scratch_.back(), as_int(slice), static_cast<int>(b_off % 4 == 0 && b_n % 4 == 0)),
                             global, local, name});
         else  // float4 loads of B where its rows and columns allow
             into.push_back({kernel(program_, "gemm_skinny_n", M, N, K, as_int(k_len), A, a_off, a_m, a_k, B, b_off, b_k,
