@@ -59,12 +59,13 @@ inline void pair_forward(SCRATCH const float* x, PAIR_PARAMS const float* W, PAI
 
 // Fully connected layers read each weight once per sample, from __global memory (C5 alone has 192 KB
 // of them): what limits them is how many loads each item has in flight, so both directions read
-// rows four floats at a time (vload4; I, a literal, is a multiple of 4 in LeNet-5, else they read
-// one at a time) and give each item several independent sums.
+// rows four floats at a time (I, a literal, is a multiple of 4 in LeNet-5, else they read one at a
+// time) and give each item several independent sums. The float4 loads go through a cast pointer
+// (the layout aligns every layer's weights; NVIDIA's compiler splits vload4 into four loads).
 
 // x[i .. i+VEC) dot w[i .. i+VEC), VEC = 4 when I is a multiple of 4.
 #define DOT_AT(w, x, i, vec) \
-    ((vec) == 4 ? dot(vload4(0, (w) + (i)), (float4)((x)[i], (x)[(i) + 1], (x)[(i) + 2], (x)[(i) + 3])) : (w)[i] * (x)[i])
+    ((vec) == 4 ? dot(*(__global const float4*)((w) + (i)), (float4)((x)[i], (x)[(i) + 1], (x)[(i) + 2], (x)[(i) + 3])) : (w)[i] * (x)[i])
 
 // Fully connected forward: y = act(bias + W x), W [O][I]. LANES neighbouring items share an
 // output row (they read neighbouring weights), each summing every LANES-th chunk of the row; an
@@ -185,7 +186,7 @@ inline void fc_backward(SCRATCH const float* d, __global const float* W, int I, 
         const int c = e % columns, q = e / columns;
         if (vec == 4) {
             float4 sum = 0.0f;
-            for (int o = q; o < O; o += parts) sum += vload4(c, W + (size_t)o * I) * d[o];
+            for (int o = q; o < O; o += parts) sum += ((__global const float4*)(W + (size_t)o * I))[c] * d[o];
             vstore4(sum, c, part + q * I);
         } else {
             float sum = 0.0f;
