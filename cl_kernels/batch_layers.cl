@@ -138,14 +138,13 @@ __kernel __attribute__((reqd_work_group_size(256, 1, 1))) void head_forward(
 
 // head_backward: the same layer's gradients and the delta below it in one launch, items (i, r):
 // rows r < O: dW[r][i] = the sum over the samples in order of D[s][r] X[s][i], into grads at
-// w_off (items i < O of row 0 also db[i], the sum of D[s][i], at b_off); row O, unless the layer
-// is the first (has_dp 0): for every sample, Dp[s][i] = the delta of input unit i (activation
-// in_act, output X[s][i]) from the sum over o in order of D[s][o] W[o][i]; and when the layer below
-// is fully connected too (prev_b_off >= 0), its bias gradient, the sum of Dp[s][i] in sample order,
-// at prev_b_off + i. NDRange (round_up(max(I, O), 64), O + 1), work-group (64, 1).
+// w_off (items i < O of row 0 also db[i], the sum of D[s][i], at b_off); rows O + s, unless the
+// layer is the first (has_dp 0): Dp[s][i] = the delta of input unit i (activation in_act, output
+// X[s][i]) from the sum over o in order of D[s][o] W[o][i].
+// NDRange (round_up(max(I, O), 64), O + count), work-group (64, 1).
 __kernel void head_backward(__global const float* X, __global const float* D, __global const float* W,
                             __global float* grads, int w_off, int b_off, int count, int I, int O,
-                            __global float* Dp, int in_act, int has_dp, int prev_b_off) {
+                            __global float* Dp, int in_act, int has_dp) {
     const int i = (int)get_global_id(0), r = (int)get_global_id(1);
     if (r == 0 && i < O) {
         float b = 0.0f;
@@ -160,15 +159,10 @@ __kernel void head_backward(__global const float* X, __global const float* D, __
         return;
     }
     if (!has_dp) return;
-    float b = 0.0f;
-    for (int s = 0; s < count; ++s) {
-        float t = 0.0f;
-        for (int o = 0; o < O; ++o) t = mad(D[s * O + o], W[(size_t)o * I + i], t);
-        const float d = delta_of(in_act, X[(size_t)s * I + i], t);
-        Dp[(size_t)s * I + i] = d;
-        b += d;
-    }
-    if (prev_b_off >= 0) grads[prev_b_off + i] = b;
+    const int s = r - O;
+    float t = 0.0f;
+    for (int o = 0; o < O; ++o) t = mad(D[s * O + o], W[(size_t)o * I + i], t);
+    Dp[(size_t)s * I + i] = delta_of(in_act, X[(size_t)s * I + i], t);
 }
 
 // grads[off_w + c] (c < split) or grads[off_b + c - split] = sum over rows r of part[r][c], r in
@@ -251,14 +245,16 @@ __kernel void fc_sgd(__global float* params, __global float* velocity, __global 
 // the gradient summed over the samples in the same order; part[c][s][i] (slices of count x I)
 // gets the sum over the group's rows of D[s][o] W[o][i], each warp's in order and then the warps'
 // in order; gemm_reduce adds the slices up and applies the activation's derivative. I even, w_off
-// too. The other parameters are batch_sgd's, after the layers below have their gradients.
+// too. The groups c of column block 0 also update the biases of their rows (at b_off), their
+// gradients summed over the samples in order. The other parameters are batch_sgd's, after the
+// layers below have their gradients.
 // NDRange (ceil(I/64)*256, ceil(O/FD_ROWS)), work-group (256, 1).
 #define FD_SAMPLES 16
 #define FD_ROWS 128
 #define FD_WARPS 8
 __kernel __attribute__((reqd_work_group_size(256, 1, 1))) void fc_sgd_data(
     __global float* params, __global float* velocity, __global const float* D, __global const float* X, float lr,
-    float momentum, float weight_decay, int w_off, int count, int I, int O, __global float* part) {
+    float momentum, float weight_decay, int w_off, int b_off, int count, int I, int O, __global float* part) {
     __local float Ds[FD_ROWS * FD_SAMPLES] __attribute__((aligned(16)));  // [row][s]: D's rows of this group
     __local float2 sums[FD_WARPS * FD_SAMPLES * 32];  // [warp][s][lane]: each warp's part
     const int lid = (int)get_local_id(0), lane = lid % 32, warp = lid / 32, c = (int)get_group_id(1);
@@ -267,6 +263,12 @@ __kernel __attribute__((reqd_work_group_size(256, 1, 1))) void fc_sgd_data(
         const int r = e % FD_ROWS, s = e / FD_ROWS;
         Ds[r * FD_SAMPLES + s] = r < rows && s < count ? D[s * O + o0 + r] : 0.0f;
     }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (get_group_id(0) == 0 && lid < rows) {
+        float b = 0.0f;
+        for (int s = 0; s < count; ++s) b += Ds[lid * FD_SAMPLES + s];
+        sgd_at(params, velocity, b_off + o0 + lid, b, lr, momentum, weight_decay);
+    }
     const int live = i < I;
     float2 x[FD_SAMPLES], dx[FD_SAMPLES];
 #pragma unroll
@@ -274,7 +276,6 @@ __kernel __attribute__((reqd_work_group_size(256, 1, 1))) void fc_sgd_data(
         x[s] = live && s < count ? vload2(0, X + s * I + i) : (float2)(0.0f);
         dx[s] = (float2)(0.0f);
     }
-    barrier(CLK_LOCAL_MEM_FENCE);
     for (int r = warp; r < (live ? rows : 0); r += FD_WARPS) {
         __global float* p = params + w_off + (o0 + r) * I + i;
         __global float* v = velocity + w_off + (o0 + r) * I + i;

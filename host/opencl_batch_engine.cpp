@@ -413,14 +413,10 @@ void OpenCLBatchEngine::plan_layer(size_t k, int count) {
         case LayerKind::FullyConnected: {
             const int I = l.in.size(), O = l.out.size();
             if (head_ && k + 1 == net_.layers.size()) {  // the forward is head_forward (plan())
-                // A fully connected layer below: its bias gradient too (its own sum_rows is left out).
-                const int prev_b_off = !first && net_.layers[k - 1].kind == LayerKind::FullyConnected
-                                           ? as_int(layout_.bias(k - 1).device)
-                                           : -1;
                 back.push_back({kernel(program_, "head_backward", X, D, d.weights, grads_, w_off, b_off, count, I, O,
-                                       Dp, in_act, static_cast<int>(!first), prev_b_off),
+                                       Dp, in_act, static_cast<int>(!first)),
                                 cl::NDRange(round_up(static_cast<size_t>(std::max(I, O)), 64),
-                                            static_cast<size_t>(O) + 1),
+                                            static_cast<size_t>(O + count)),
                                 cl::NDRange(64, 1), l.name + " head_backward"});
                 break;
             }
@@ -434,8 +430,9 @@ void OpenCLBatchEngine::plan_layer(size_t k, int count) {
             // run only if gradients() asks for it; the update computes it itself).
             gemm(static_cast<int>(k) == fused_ ? deferred_ : back, l.name + " gemm weights", O, I, count, D, 0, 1, O, X, 0, I, 1, grads_, w_off, I, 1, kStore, 0,
                  grads_, 0);
-            if (!(head_ && k + 2 == net_.layers.size()))  // else head_backward sums the biases' gradients
-                back.push_back(sum_rows(D, count, O, 0, 0, b_off, l.name));
+            // The biases' gradient (fc_sgd_data updates them itself, from D, unless gradients() asks).
+            (fused_data_ && static_cast<int>(k) == fused_ ? data_ : back)
+                .push_back(sum_rows(D, count, O, 0, 0, b_off, l.name));
             if (!first) {
                 if (fused_data_ && static_cast<int>(k) == fused_)  // fc_sgd_data's, or these GEMMs' (data_)
                     gemm(data_, l.name + " gemm data", count, I, O, D, 0, O, 1, params_, w_off, I, 1, Dp, 0, I, 1,
@@ -560,13 +557,13 @@ void OpenCLBatchEngine::plan(int count) {
     if (fused_ >= 0) {
         const size_t k = static_cast<size_t>(fused_), size = layout_.size();
         const LayerSpec& l = net_.layers[k];
-        const DeviceLayout::Block w = layout_.weights(k);
+        const DeviceLayout::Block w = layout_.weights(k), b = layout_.bias(k);
         const int I = l.in.size(), O = l.out.size();
         if (fused_data_) {
             const size_t chunks = (static_cast<size_t>(O) + kFusedDataRows - 1) / kFusedDataRows;
             scratch_.emplace_back(context_, CL_MEM_READ_WRITE, chunks * n * static_cast<size_t>(I) * sizeof(float));
             fused_update_ = {{kernel(program_, "fc_sgd_data", params_, velocity_, deltas_[k], acts_[k], 0.0f, 0.0f,
-                                     0.0f, as_int(w.device), count, I, O, scratch_.back()),
+                                     0.0f, as_int(w.device), as_int(b.device), count, I, O, scratch_.back()),
                               cl::NDRange((static_cast<size_t>(I) + 63) / 64 * 256, chunks), cl::NDRange(256, 1),
                               l.name + " fc_sgd_data"}};
             const int in_act = static_cast<int>(net_.layers[k - 1].activation);
@@ -574,9 +571,11 @@ void OpenCLBatchEngine::plan(int count) {
                                     0, I, 1, kDelta, in_act, acts_[k], 0),
                              cl::NDRange(round_up(n * static_cast<size_t>(I), wg_)), cl::NDRange(wg_),
                              l.name + " fc_sgd_data (reduce)"}};
+            // Everything but the layer's weights and biases (and the padding between them).
+            const size_t skip = b.device + b.count - w.device;
             below_update_ = {{kernel(program_, "batch_sgd", params_, velocity_, grads_, as_int(size), 0.0f, 0.0f, 0.0f,
-                                     as_int(w.device), as_int(w.count)),
-                              cl::NDRange(round_up(size - w.count, wg_)), cl::NDRange(wg_), "batch_sgd"}};
+                                     as_int(w.device), as_int(skip)),
+                              cl::NDRange(round_up(size - skip, wg_)), cl::NDRange(wg_), "batch_sgd"}};
         } else {
             // fc_sgd's rows past the weights' do batch_sgd's work on the other parameters, in the same launch.
             const size_t width = round_up(static_cast<size_t>(I / 4), wg_), rest = size - w.count;
