@@ -51,6 +51,11 @@ constexpr size_t kSkinnyGroup = 64;
 // many outputs runs as head_forward (with the loss) and head_backward, not GEMMs.
 constexpr int kHeadOutputs = 32;
 
+// A training step of at most kFusedBatch samples is timed once in this many steps (and stands for
+// the others): an event costs host time, which such a step's dozen launches must keep below the
+// device's.
+constexpr int kTimeEvery = 8;
+
 // A split GEMM's slices are at least this deep.
 constexpr int kMinSplitDepth = 256;
 
@@ -589,19 +594,20 @@ void OpenCLBatchEngine::plan(int count) {
     planned_ = count;
 }
 
-void OpenCLBatchEngine::enqueue_phase(Phase phase, std::vector<Launch>& launches) {
+void OpenCLBatchEngine::enqueue_phase(Phase phase, std::vector<Launch>& launches, bool exact) {
     if (launches.empty()) return;
-    Span span{{}, {}, phase};
+    const bool timed = timed_ || exact;
+    Span span{{}, {}, phase, sampled_ && !exact};
     for (size_t i = 0; i < launches.size(); ++i) {
         cl::Event event;
-        const bool edge = i == 0 || i + 1 == launches.size();
+        const bool edge = timed && (i == 0 || i + 1 == launches.size());
         queue_.enqueueNDRangeKernel(launches[i].kernel, cl::NullRange, launches[i].global, launches[i].local, nullptr,
                                     profile_ || edge ? &event : nullptr);
         if (i == 0) span.first = event;
         if (i + 1 == launches.size()) span.last = event;
         if (profile_) launch_events_.emplace_back(launches[i].name, event);
     }
-    spans_.push_back(std::move(span));
+    if (timed) spans_.push_back(std::move(span));
 }
 
 void OpenCLBatchEngine::write(const cl::Buffer& buffer, const void* data, size_t bytes) {
@@ -724,6 +730,12 @@ void OpenCLBatchEngine::forward(Split split, int first, int count) {
         complete_backward();  // before its buffers are overwritten
         if (count != planned_) plan(count);
         if (cursor_ + count > slots_) collect_counters();
+        sampled_ = train && count <= kFusedBatch;
+        timed_ = !sampled_ || sampled_steps_ % kTimeEvery == 0;
+        if (sampled_) {
+            ++sampled_steps_;
+            if (timed_) ++sampled_timed_;
+        }
         const cl::Buffer& rows = train ? order_ : identity_;
         cl::Kernel& gather = forward_.front().kernel;
         gather.setArg(0, data.inputs);
@@ -751,9 +763,10 @@ void OpenCLBatchEngine::backward() {
 // the layers below it (fused_data_), and its weight gradient.
 void OpenCLBatchEngine::complete_backward() {
     if (!pending_) return;
-    enqueue_phase(Phase::Backward, data_);
-    enqueue_phase(Phase::Backward, below_);
-    enqueue_phase(Phase::Backward, deferred_);
+    // Timed whenever it runs (when something asks for the gradients), not as a sample of the steps.
+    enqueue_phase(Phase::Backward, data_, true);
+    enqueue_phase(Phase::Backward, below_, true);
+    enqueue_phase(Phase::Backward, deferred_, true);
     pending_ = false;
 }
 
@@ -807,10 +820,13 @@ PhaseTimes OpenCLBatchEngine::take_times() {
     return cl_checked([&] {
         queue_.finish();
         PhaseTimes t;
-        for (const auto& [first, last, phase] : spans_) {
+        // A timed small-batch step stands for the steps around it that were not.
+        const double scale = sampled_timed_ ? static_cast<double>(sampled_steps_) / sampled_timed_ : 1.0;
+        sampled_steps_ = sampled_timed_ = 0;
+        for (const auto& [first, last, phase, sampled] : spans_) {
             const auto start = first.getProfilingInfo<CL_PROFILING_COMMAND_START>();
             const auto end = last.getProfilingInfo<CL_PROFILING_COMMAND_END>();
-            const double ms = static_cast<double>(end - start) * 1e-6;
+            const double ms = static_cast<double>(end - start) * 1e-6 * (sampled ? scale : 1.0);
             switch (phase) {
                 case Phase::Forward: t.forward_ms += ms; break;
                 case Phase::Backward: t.backward_ms += ms; break;

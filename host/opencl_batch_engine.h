@@ -93,7 +93,8 @@ private:
               int a_m, int a_k, const cl::Buffer& B, int b_off, int b_k, int b_n, const cl::Buffer& C, int c_off,
               int c_m, int c_n, int mode, int act, const cl::Buffer& E, int e_off);
     Launch sum_rows(const cl::Buffer& part, int rows, int cols, int split, int off_w, int off_b, const std::string& layer);
-    void enqueue_phase(Phase phase, std::vector<Launch>& launches);
+    // exact: timed even in a step that is not (and not scaled as a sample of the steps).
+    void enqueue_phase(Phase phase, std::vector<Launch>& launches, bool exact = false);
     void complete_backward();
     void write(const cl::Buffer& buffer, const void* data, size_t bytes);
     void read(const cl::Buffer& buffer, void* data, size_t bytes);
@@ -156,8 +157,12 @@ private:
     struct Span {
         cl::Event first, last;
         Phase phase;
+        bool sampled = false;  // a timed small-batch step's: it stands for several steps
     };
     std::vector<Span> spans_;
+    bool timed_ = true;     // whether this step's launches get events
+    bool sampled_ = false;  // whether this step is a small-batch training step (timed one in kTimeEvery)
+    int sampled_steps_ = 0, sampled_timed_ = 0;  // such steps since take_times, and timed ones
     bool profile_ = false;
     std::vector<std::pair<std::string, cl::Event>> launch_events_;
 };
