@@ -463,8 +463,13 @@ __kernel void pool_forward(__global const float* in, __global float* out, int IH
     const int y = p / OW, x = p % OW;
     __global const float* src = in + (size_t)sc * IH * IW + y * S * IW + x * S;
     float r = is_max ? src[0] : 0.0f;
-    for (int ky = 0; ky < K; ++ky)
-        for (int kx = 0; kx < K; ++kx) r = is_max ? fmax(r, src[ky * IW + kx]) : r + src[ky * IW + kx];
+    if (K == 2 && S == 2 && IW % 2 == 0) {  // the window's rows as float2 (aligned: src and IW are even)
+        const float2 a = *(__global const float2*)src, b = *(__global const float2*)(src + IW);
+        r = is_max ? fmax(fmax(a.s0, a.s1), fmax(b.s0, b.s1)) : ((a.s0 + a.s1) + b.s0) + b.s1;
+    } else {
+        for (int ky = 0; ky < K; ++ky)
+            for (int kx = 0; kx < K; ++kx) r = is_max ? fmax(r, src[ky * IW + kx]) : r + src[ky * IW + kx];
+    }
     out[(size_t)sc * OH * OW + p] = act_forward(act, is_max ? r : r / (float)(K * K));
 }
 
@@ -913,6 +918,23 @@ __kernel void pool_backward_tiled(__global const float* in, __global const float
     const int y = p / OW, x = p % OW;
     const size_t base = (size_t)sc * IH * IW + (size_t)(y * K) * IW + x * K;
     const float g = d[(size_t)sc * OH * OW + p];
+    if (K == 2 && IW % 2 == 0) {  // the window's rows as float2 (aligned: base and IW are even)
+        __global const float2* row = (__global const float2*)(in + base);
+        const float2 a = row[0], b = row[IW / 2];
+        // The first largest, in the order of the loop below.
+        const int first = !is_max ? -1
+                          : a.s0 >= a.s1 && a.s0 >= b.s0 && a.s0 >= b.s1 ? 0
+                          : a.s1 >= b.s0 && a.s1 >= b.s1               ? 1
+                          : b.s0 >= b.s1                                ? 2
+                                                                        : 3;
+        const float share = is_max ? 0.0f : g / 4.0f;
+        __global float2* out = (__global float2*)(din + base);
+        out[0] = (float2)(delta_of(in_act, a.s0, first == 0 ? g : share),
+                          delta_of(in_act, a.s1, first == 1 ? g : share));
+        out[IW / 2] = (float2)(delta_of(in_act, b.s0, first == 2 ? g : share),
+                               delta_of(in_act, b.s1, first == 3 ? g : share));
+        return;
+    }
     int best = 0;
     if (is_max)
         for (int ky = 0; ky < K; ++ky)
