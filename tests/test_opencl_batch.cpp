@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "engine_factory.h"
+#include "error.h"
 #include "model_file.h"
 #include "opencl_batch_engine.h"
 #include "test_support.h"
@@ -111,10 +112,18 @@ TEST_P(BatchVariant, MatchesCpuWithAveragePoolingAfterTheFastConvolution) {
     for (int batch : {1, 16, 70}) test::expect_matches_cpu(*engine, net, batch);
 }
 
+// (On a device with 64 KB of __constant memory, NVIDIA's, gpu-constant refuses LeNet-5's C5.)
 TEST_P(BatchVariant, MatchesCpuOnLeNet5AndTheMlp) {
     for (const char* model : {"lenet5", "mlp"}) {
         const Network net = load_model(model).net;
-        auto engine = batch_engine(net, GetParam());
+        std::unique_ptr<Engine> engine;
+        try {
+            engine = batch_engine(net, GetParam());
+        } catch (const Error& e) {
+            if (GetParam() == "gpu-constant" && std::string(e.what()).find("__constant memory") != std::string::npos)
+                continue;
+            throw;
+        }
         test::expect_matches_cpu(*engine, net, 5);
     }
 }
