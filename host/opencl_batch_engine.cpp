@@ -66,6 +66,18 @@ constexpr int kStore = 0, kBiasAct = 1, kDelta = 2, kBiasActM = 3;
 // (rows of IW + 2P + 3) and one work-group's weights, in floats of __local memory.
 constexpr size_t kConvPlane = 4096, kConvWeights = 4096;
 
+// Whether gpu-local's large GEMMs can run on the device's tensor cores (gemm_tc.cl, 3xTF32 through
+// NVIDIA's inline PTX): an NVIDIA GPU of compute capability 8.0 or more, unless the environment
+// says LENET5_GEMM_TC=0 (to compare with the fast GEMM).
+bool has_tf32_tensor_cores(const cl::Device& dev) {
+    const char* env = std::getenv("LENET5_GEMM_TC");
+    if (env && std::string(env) == "0") return false;
+    if (dev.getInfo<CL_DEVICE_EXTENSIONS>().find("cl_nv_device_attribute_query") == std::string::npos) return false;
+    constexpr cl_device_info kComputeCapabilityMajor = 0x4000;  // CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV
+    cl_uint major = 0;
+    return clGetDeviceInfo(dev(), kComputeCapabilityMajor, sizeof(major), &major, nullptr) == CL_SUCCESS && major >= 8;
+}
+
 // The fast convolution kernels take a layer with one input map, stride 1 and kernels of fk x fk.
 bool fast_conv(const LayerSpec& l, int fk) {
     if (l.kind != LayerKind::Conv || l.in.c != 1 || l.stride != 1 || l.kernel != fk || l.out.c > 256) return false;
@@ -216,7 +228,16 @@ void OpenCLBatchEngine::build_program() {
                " -DGEMM_RN=" + std::to_string(t.rn);
     };
     const std::string source = opencl_kernel_file("data.cl") + opencl_kernel_file("batch_layers.cl");
-    program_ = lenet5::build_program(context_, dev, source, options + tiles(kLargeTiles));
+    tensor_cores_ = false;
+    if (memory_ == MemoryVariant::Local && has_tf32_tensor_cores(dev)) {
+        try {  // gemm_tc.cl's inline PTX; a driver that refuses it leaves the fast GEMM
+            program_ = lenet5::build_program(context_, dev, source + opencl_kernel_file("gemm_tc.cl"),
+                                             options + tiles(kLargeTiles) + " -DGEMM_TC");
+            tensor_cores_ = true;
+        } catch (const Error&) {
+        }
+    }
+    if (!tensor_cores_) program_ = lenet5::build_program(context_, dev, source, options + tiles(kLargeTiles));
     small_gemm_ = lenet5::build_program(context_, dev, source, options + tiles(kSmallTiles));
 }
 
@@ -293,8 +314,10 @@ void OpenCLBatchEngine::gemm(std::vector<Launch>& into, const std::string& name,
     const cl::Program& program = small ? small_gemm_ : program_;
     const cl::NDRange global(tiles_n * t.items_n(), tiles_m * t.items_m(), splits),
         local(t.items_n(), t.items_m(), 1);
-    const char* fast_name = a_mcontig ? (b_ncontig ? "gemm_fast_mn" : "gemm_fast_mk")
-                                      : (b_ncontig ? "gemm_fast_kn" : "gemm_fast_kk");
+    const char* fast_name = tensor_cores_ ? (a_mcontig ? (b_ncontig ? "gemm_tc_mn" : "gemm_tc_mk")
+                                                       : (b_ncontig ? "gemm_tc_kn" : "gemm_tc_kk"))
+                            : a_mcontig ? (b_ncontig ? "gemm_fast_mn" : "gemm_fast_mk")
+                                        : (b_ncontig ? "gemm_fast_kn" : "gemm_fast_kk");
     auto launch = [&](const cl::Buffer& out, int off, int o_m, int o_n, int o_z, int o_mode) {
         if (fast)
             into.push_back({kernel(program, fast_name, M, N, K, as_int(k_len), A, a_off, a_m, a_k, B, b_off, b_k, b_n,

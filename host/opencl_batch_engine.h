@@ -35,7 +35,9 @@ public:
     OpenCLBatchEngine& operator=(const OpenCLBatchEngine&) = delete;
 
     std::string variant() const override;
-    std::string device() const override { return device_.name + " (batch-level)"; }
+    std::string device() const override {
+        return device_.name + (tensor_cores_ ? " (batch-level), GEMMs on tensor cores (3xTF32)" : " (batch-level)");
+    }
     std::string platform() const override { return device_.platform_name; }
 
     void upload(Split split, const Dataset& data) override;
@@ -113,6 +115,7 @@ private:
     cl::Program small_gemm_;  // the GEMM with small tiles
     size_t wg_ = 0;           // work-group size of the element-wise kernels
     size_t compute_units_ = 1;
+    bool tensor_cores_ = false;  // the large GEMMs run as gemm_tc_* (gemm_tc.cl), not gemm_fast_*
     int conv_fk_ = 0;         // the fast convolution kernels' kernel size (0: none of the layers fits them)
     DeviceLayout layout_;
     std::vector<LayerData> layers_;
