@@ -803,14 +803,18 @@ GEMM_FAST(gemm_fast_mk, 1, 0)
         }
 #endif
 
+// Sample s's input map: in[s], or, for the network's first layer, the data set's row
+// rows[first + s] (gather_inputs's work, left to these kernels).
+#define CONV_SOURCE(in, rows, first, s, IH, IW) ((in) + (size_t)((rows) ? (rows)[(first) + (s)] : (s)) * (IH) * (IW))
+
 // NDRange (round_up(OH * ceil(OW/4), G), count * groups), work-group (G, 1): group g of sample s
 // computes maps [g*maps, min(OC, (g+1)*maps)).
-__kernel void conv_forward_fast(__global const float* in, __global float* out, SMALL_W const float* w,
-                                SMALL_W const float* b, int IH, int IW, int OC, int OH, int OW, int P, int act,
-                                int maps) {
+__kernel void conv_forward_fast(__global const float* in, __global const int* rows, int first, __global float* out,
+                                SMALL_W const float* w, SMALL_W const float* b, int IH, int IW, int OC, int OH, int OW,
+                                int P, int act, int maps) {
     const int q = (int)get_global_id(0), sg = (int)get_global_id(1), groups = (OC + maps - 1) / maps;
     const int s = sg / groups, o0 = sg % groups * maps, o1 = min(OC, o0 + maps), QW = (OW + 3) / 4;
-    __global const float* src = in + (size_t)s * IH * IW;
+    __global const float* src = CONV_SOURCE(in, rows, first, s, IH, IW);
 #ifdef MEM_LOCAL
     const int LW = IW + 2 * P + 3;
     __local float plane[CONV_PLANE];
@@ -855,13 +859,15 @@ __kernel void conv_forward_fast(__global const float* in, __global float* out, S
 // The weight and bias gradient shares as conv_partials writes them (share r = s*chunks + c: the
 // output rows [c*rows, min(OH, (c+1)*rows)) of sample s). Item lid = g*OC + o sums map o's
 // FK*FK weights and bias over the rows y0 + g, y0 + g + G, ..., 4 outputs of a row at a time;
-// then the G row groups' sums are added up in g order. NDRange (OC*G, shares), work-group (OC*G, 1).
-__kernel void conv_partials_fast(__global const float* in, __global const float* d, __global float* part, int IH,
-                                 int IW, int OC, int OH, int OW, int P, int rows) {
+// then the G row groups' sums are added up in g order. The input as conv_forward_fast's.
+// NDRange (OC*G, shares), work-group (OC*G, 1).
+__kernel void conv_partials_fast(__global const float* in, __global const int* in_rows, int first,
+                                 __global const float* d, __global float* part, int IH, int IW, int OC, int OH, int OW,
+                                 int P, int rows) {
     const int lid = (int)get_local_id(0), r = (int)get_global_id(1), G = (int)get_local_size(0) / OC;
     const int o = lid % OC, g = lid / OC;
     const int chunks = (OH + rows - 1) / rows, s = r / chunks, y0 = r % chunks * rows, y1 = min(OH, y0 + rows);
-    __global const float* src = in + (size_t)s * IH * IW;
+    __global const float* src = CONV_SOURCE(in, in_rows, first, s, IH, IW);
     __global const float* dm = d + ((size_t)s * OC + o) * OH * OW;
     __local float shared[CONV_SHARED];
 #ifdef MEM_LOCAL

@@ -56,6 +56,9 @@ constexpr int kHeadOutputs = 32;
 // device's.
 constexpr int kTimeEvery = 8;
 
+// gemm_tc takes a GEMM at least this deep (gemm_fast the shallower ones).
+constexpr int kMinTensorCoreDepth = 64;
+
 // A split GEMM's slices are at least this deep.
 constexpr int kMinSplitDepth = 256;
 
@@ -314,7 +317,10 @@ void OpenCLBatchEngine::gemm(std::vector<Launch>& into, const std::string& name,
     const cl::Program& program = small ? small_gemm_ : program_;
     const cl::NDRange global(tiles_n * t.items_n(), tiles_m * t.items_m(), splits),
         local(t.items_n(), t.items_m(), 1);
-    const char* fast_name = tensor_cores_ ? (a_mcontig ? (b_ncontig ? "gemm_tc_mn" : "gemm_tc_mk")
+    // The tensor cores for a deep enough k (at k = 10, the CNN's output layer's delta below, the
+    // fast GEMM took 17 us on the H100 and gemm_tc 37).
+    const bool tc = tensor_cores_ && K >= kMinTensorCoreDepth;
+    const char* fast_name = tc ? (a_mcontig ? (b_ncontig ? "gemm_tc_mn" : "gemm_tc_mk")
                                                        : (b_ncontig ? "gemm_tc_kn" : "gemm_tc_kk"))
                             : a_mcontig ? (b_ncontig ? "gemm_fast_mn" : "gemm_fast_mk")
                                         : (b_ncontig ? "gemm_fast_kn" : "gemm_fast_kk");
@@ -389,14 +395,17 @@ void OpenCLBatchEngine::plan_layer(size_t k, int count) {
                                                          static_cast<size_t>(OC));
                 const int maps = as_int((static_cast<size_t>(OC) + groups - 1) / groups);
                 const size_t fg = std::min<size_t>(256, round_up(quads, 32));
-                forward_.push_back({kernel(program_, "conv_forward_fast", X, Y, d.weights, d.bias, IH, IW, OC, OH, OW,
-                                           P, act, maps),
+                // The first layer reads the data set's rows itself (forward() sets in, rows and first).
+                forward_.push_back({kernel(program_, "conv_forward_fast", X, cl::Buffer(), 0, Y, d.weights, d.bias, IH,
+                                           IW, OC, OH, OW, P, act, maps),
                                     cl::NDRange(round_up(quads, fg), n * static_cast<size_t>((OC + maps - 1) / maps)),
                                     cl::NDRange(fg, 1), l.name + " conv_forward_fast"});
                 const int G = std::max(1, std::min(256 / OC, rows));
-                back.push_back({kernel(program_, "conv_partials_fast", X, D, partials_, IH, IW, OC, OH, OW, P, rows),
+                back.push_back({kernel(program_, "conv_partials_fast", X, cl::Buffer(), 0, D, partials_, IH, IW, OC,
+                                       OH, OW, P, rows),
                                 cl::NDRange(static_cast<size_t>(OC * G), shares), cl::NDRange(static_cast<size_t>(OC * G), 1),
                                 l.name + " conv_partials_fast"});
+                if (first) input_readers_ = {forward_.back().kernel, back.back().kernel};
             } else {
                 forward_.push_back({kernel(program_, "conv_forward", X, Y, d.weights, d.bias, d.conn_begin, d.conn_in,
                                            IC, IH, IW, OC, OH, OW, K, S, P, act),
@@ -563,9 +572,15 @@ void OpenCLBatchEngine::plan(int count) {
     const LayerSpec& last = net_.layers.back();
     head_ = memory_ == MemoryVariant::Local && count <= kFusedBatch && last.kind == LayerKind::FullyConnected &&
             last.out.size() <= kHeadOutputs && fused_ != static_cast<int>(L - 1);
-    forward_.push_back({kernel(program_, "gather_inputs", cl::Buffer(), cl::Buffer(), 0, net_.input.size(), acts_[0]),
-                        rows_of(static_cast<size_t>(net_.input.size()), n, wg_), cl::NDRange(wg_, 1), "gather_inputs"});
+    input_readers_.clear();
     for (size_t k = 0; k < L; ++k) plan_layer(k, count);
+    if (input_readers_.empty()) {  // the first layer reads acts_[0]: gather_inputs fills it
+        forward_.insert(forward_.begin(), {kernel(program_, "gather_inputs", cl::Buffer(), cl::Buffer(), 0,
+                                                  net_.input.size(), acts_[0]),
+                                           rows_of(static_cast<size_t>(net_.input.size()), n, wg_),
+                                           cl::NDRange(wg_, 1), "gather_inputs"});
+        input_readers_.push_back(forward_.front().kernel);
+    }
     if (fused_data_) {  // the layers under the fused one run after its update (update())
         below_.assign(backward_.end() - static_cast<std::ptrdiff_t>(below_count_), backward_.end());
         backward_.resize(backward_.size() - below_count_);
@@ -760,10 +775,11 @@ void OpenCLBatchEngine::forward(Split split, int first, int count) {
             if (timed_) ++sampled_timed_;
         }
         const cl::Buffer& rows = train ? order_ : identity_;
-        cl::Kernel& gather = forward_.front().kernel;
-        gather.setArg(0, data.inputs);
-        gather.setArg(1, rows);
-        gather.setArg(2, first);
+        for (cl::Kernel& reader : input_readers_) {
+            reader.setArg(0, data.inputs);
+            reader.setArg(1, rows);
+            reader.setArg(2, first);
+        }
         cl::Kernel& loss = forward_.back().kernel;
         loss.setArg(1, data.labels);
         loss.setArg(2, rows);

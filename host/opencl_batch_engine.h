@@ -138,6 +138,9 @@ private:
     int capacity_ = 0, planned_ = 0, count_ = 0;
     bool last_was_train_ = false;
     std::vector<Launch> forward_, backward_, update_;  // for batches of planned_ samples
+    // The kernels that read the batch's inputs from the data set (arguments 0-2: the inputs, the
+    // rows, first): gather_inputs, or a first convolution's fast kernels, which do it themselves.
+    std::vector<cl::Kernel> input_readers_;
     // The fused update (kFusedBatch): the weight gradient of layer fused_ is computed by fc_sgd
     // (fused_update_); deferred_ computes it into grads_ instead, when gradients() asks between
     // backward and update. fused_data_ (kFusedDataBatch): fc_sgd_data also computes the delta below
