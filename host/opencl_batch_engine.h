@@ -146,7 +146,8 @@ private:
     // backward and update. fused_data_ (kFusedDataBatch): fc_sgd_data also computes the delta below
     // layer fused_, so backward() leaves the layers below it (below_) to update(), which runs
     // fc_sgd_data, data_reduce_, below_ and below_update_ (batch_sgd of the other parameters);
-    // complete_backward() runs data_ (that delta as GEMMs), below_ and deferred_ instead.
+    // fc_sgd_data updates the layer's biases too; complete_backward() runs data_ (that delta as
+    // GEMMs, and the biases' gradient), below_ and deferred_ instead.
     int fused_ = -1;
     bool fused_data_ = false;
     bool head_ = false;  // the last layer runs as head_forward and head_backward
