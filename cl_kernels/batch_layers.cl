@@ -186,13 +186,18 @@ inline void sgd_at(__global float* params, __global float* velocity, int i, floa
     params[i] -= lr * v;
 }
 
-// Parameters skip .. skip + skip_n - 1 are left out (fc_sgd_data has updated them).
+// sgd_at on parameter e of the buffer without its skip_n parameters from skip (a layer that
+// fc_sgd or fc_sgd_data updates).
+inline void sgd_skipping(__global float* params, __global float* velocity, __global const float* grads, int e,
+                         int skip, int skip_n, float lr, float momentum, float weight_decay) {
+    const int i = e >= skip ? e + skip_n : e;
+    sgd_at(params, velocity, i, grads[i], lr, momentum, weight_decay);
+}
+
 __kernel void batch_sgd(__global float* params, __global float* velocity, __global const float* grads, int n, float lr,
                         float momentum, float weight_decay, int skip, int skip_n) {
-    int i = (int)get_global_id(0);
-    if (i >= n - skip_n) return;
-    if (i >= skip) i += skip_n;
-    sgd_at(params, velocity, i, grads[i], lr, momentum, weight_decay);
+    const int e = (int)get_global_id(0);
+    if (e < n - skip_n) sgd_skipping(params, velocity, grads, e, skip, skip_n, lr, momentum, weight_decay);
 }
 
 // The same update for a fully connected layer's weights W [O][I] at w_off, their gradient computed
@@ -209,10 +214,8 @@ __kernel void fc_sgd(__global float* params, __global float* velocity, __global 
     if ((int)get_global_id(1) >= rows) {  // batch_sgd's part
         const int stride = (int)get_global_size(0) * ((int)get_global_size(1) - rows);
         for (int e = (int)get_global_id(0) + ((int)get_global_id(1) - rows) * (int)get_global_size(0); e < n - I * O;
-             e += stride) {
-            const int at = e >= w_off ? e + I * O : e;
-            sgd_at(params, velocity, at, grads[at], lr, momentum, weight_decay);
-        }
+             e += stride)
+            sgd_skipping(params, velocity, grads, e, w_off, I * O, lr, momentum, weight_decay);
         return;
     }
     const int i = 4 * (int)get_global_id(0), o0 = 8 * (int)get_global_id(1);
@@ -222,7 +225,8 @@ __kernel void fc_sgd(__global float* params, __global float* velocity, __global 
 #pragma unroll
     for (int j = 0; j < 8; ++j) g[j] = (float4)(0.0f);
     for (int s = 0; s < count; ++s) {
-        const float4 x = vload4(0, X + s * I + i), d0 = vload4(0, D + s * O + o0), d1 = vload4(0, D + s * O + o4);
+        const float4 x = *(__global const float4*)(X + s * I + i), d0 = *(__global const float4*)(D + s * O + o0),
+                     d1 = *(__global const float4*)(D + s * O + o4);
         const float d[8] = {d0.s0, d0.s1, d0.s2, d0.s3, d1.s0, d1.s1, d1.s2, d1.s3};
 #pragma unroll
         for (int j = 0; j < 8; ++j) g[j] = mad((float4)(d[j]), x, g[j]);
@@ -232,9 +236,10 @@ __kernel void fc_sgd(__global float* params, __global float* velocity, __global 
         if (o0 + j >= O) break;
         __global float* p = params + w_off + (o0 + j) * I + i;
         __global float* v = velocity + w_off + (o0 + j) * I + i;
-        const float4 vel = momentum * vload4(0, v) + (g[j] + weight_decay * vload4(0, p));
-        vstore4(vel, 0, v);
-        vstore4(vload4(0, p) - lr * vel, 0, p);
+        __global float4* p4 = (__global float4*)p;
+        const float4 w = *p4, vel = momentum * *(__global float4*)v + (g[j] + weight_decay * w);
+        *(__global float4*)v = vel;
+        *p4 = w - lr * vel;
     }
 }
 
@@ -462,11 +467,12 @@ __kernel void pool_forward(__global const float* in, __global float* out, int IH
     if (p >= OH * OW) return;
     const int y = p / OW, x = p % OW;
     __global const float* src = in + (size_t)sc * IH * IW + y * S * IW + x * S;
-    float r = is_max ? src[0] : 0.0f;
+    float r;
     if (K == 2 && S == 2 && IW % 2 == 0) {  // the window's rows as float2 (aligned: src and IW are even)
         const float2 a = *(__global const float2*)src, b = *(__global const float2*)(src + IW);
         r = is_max ? fmax(fmax(a.s0, a.s1), fmax(b.s0, b.s1)) : ((a.s0 + a.s1) + b.s0) + b.s1;
     } else {
+        r = is_max ? src[0] : 0.0f;
         for (int ky = 0; ky < K; ++ky)
             for (int kx = 0; kx < K; ++kx) r = is_max ? fmax(r, src[ky * IW + kx]) : r + src[ky * IW + kx];
     }

@@ -106,7 +106,8 @@ OpenCLBatchEngine::OpenCLBatchEngine(Network net, MemoryVariant memory, const Op
                   return device.device.getInfo<CL_DEVICE_MEM_BASE_ADDR_ALIGN>() / (8 * sizeof(float));
               })),
       conv_algo_(conv_algo),
-      tuned_conv_(conv::tuned_conv_algos(device.platform_name, device.name, device.driver)) {
+      tuned_conv_(conv::tuned_conv_algos(device.platform_name, device.name, device.driver)),
+      spans_(kTimeEvery) {
     cl_checked([&] {
         const cl::Device& dev = device_.device;
         context_ = cl::Context(dev);
@@ -467,11 +468,12 @@ void OpenCLBatchEngine::plan_layer(size_t k, int count) {
             // run only if gradients() asks for it; the update computes it itself).
             gemm(static_cast<int>(k) == fused_ ? deferred_ : back, l.name + " gemm weights", O, I, count, D, 0, 1, O, X, 0, I, 1, grads_, w_off, I, 1, kStore, 0,
                  grads_, 0);
-            // The biases' gradient (fc_sgd_data updates them itself, from D, unless gradients() asks).
-            (fused_data_ && static_cast<int>(k) == fused_ ? data_ : back)
-                .push_back(sum_rows(D, count, O, 0, 0, b_off, l.name));
+            // fc_sgd_data computes the biases' gradient and the delta below itself; data_ has them as
+            // plain launches, for when gradients() asks.
+            const bool in_data = fused_data_ && static_cast<int>(k) == fused_;
+            (in_data ? data_ : back).push_back(sum_rows(D, count, O, 0, 0, b_off, l.name));
             if (!first) {
-                if (fused_data_ && static_cast<int>(k) == fused_)  // fc_sgd_data's, or these GEMMs' (data_)
+                if (in_data)
                     gemm(data_, l.name + " gemm data", count, I, O, D, 0, O, 1, params_, w_off, I, 1, Dp, 0, I, 1,
                          kDelta, in_act, X, 0);
                 else if (d.constant_fc)
@@ -634,30 +636,30 @@ void OpenCLBatchEngine::plan(int count) {
 
 void OpenCLBatchEngine::enqueue_phase(Phase phase, std::vector<Launch>& launches, bool exact) {
     if (launches.empty()) return;
-    const bool timed = timed_ || exact;
-    Span span{{}, {}, phase, sampled_ && !exact};
+    const bool timed = spans_.timed(exact);
+    cl::Event first, last;
     for (size_t i = 0; i < launches.size(); ++i) {
         cl::Event event;
         const bool edge = timed && (i == 0 || i + 1 == launches.size());
         queue_.enqueueNDRangeKernel(launches[i].kernel, cl::NullRange, launches[i].global, launches[i].local, nullptr,
                                     profile_ || edge ? &event : nullptr);
-        if (i == 0) span.first = event;
-        if (i + 1 == launches.size()) span.last = event;
+        if (i == 0) first = event;
+        if (i + 1 == launches.size()) last = event;
         if (profile_) launch_events_.emplace_back(launches[i].name, event);
     }
-    if (timed) spans_.push_back(std::move(span));
+    if (timed) spans_.add(phase, first, last, exact);
 }
 
 void OpenCLBatchEngine::write(const cl::Buffer& buffer, const void* data, size_t bytes) {
     cl::Event event;
     queue_.enqueueWriteBuffer(buffer, CL_TRUE, 0, bytes, data, nullptr, &event);
-    spans_.push_back({event, event, Phase::Transfer});
+    spans_.add(Phase::Transfer, event, event, true);
 }
 
 void OpenCLBatchEngine::read(const cl::Buffer& buffer, void* data, size_t bytes) {
     cl::Event event;
     queue_.enqueueReadBuffer(buffer, CL_TRUE, 0, bytes, data, nullptr, &event);
-    spans_.push_back({event, event, Phase::Transfer});
+    spans_.add(Phase::Transfer, event, event, true);
 }
 
 void OpenCLBatchEngine::upload(Split split, const Dataset& data) {
@@ -683,7 +685,7 @@ void OpenCLBatchEngine::upload(Split split, const Dataset& data) {
             kernel(program_, "images_to_inputs", bytes, data.rows, data.cols, byte_values_, d.inputs, in.h, in.w), cl::NullRange,
             cl::NDRange(round_up(static_cast<size_t>(in.h * in.w), wg_), count), cl::NDRange(wg_, 1), nullptr,
             &converted);
-        spans_.push_back({converted, converted, Phase::Transfer});
+        spans_.add(Phase::Transfer, converted, converted, true);
         if (split == Split::Train) {
             order_ = cl::Buffer(context_, CL_MEM_READ_ONLY, count * sizeof(int32_t));
             order_set_ = false;
@@ -751,7 +753,7 @@ void OpenCLBatchEngine::set_order(const std::vector<int32_t>& order) {
         order_host_ = order;
         queue_.enqueueWriteBuffer(order_, CL_FALSE, 0, order.size() * sizeof(int32_t), order_host_.data(), nullptr,
                                   &order_written_);
-        spans_.push_back({order_written_, order_written_, Phase::Transfer});
+        spans_.add(Phase::Transfer, order_written_, order_written_, true);
         order_set_ = true;
     });
 }
@@ -768,12 +770,7 @@ void OpenCLBatchEngine::forward(Split split, int first, int count) {
         complete_backward();  // before its buffers are overwritten
         if (count != planned_) plan(count);
         if (cursor_ + count > slots_) collect_counters();
-        sampled_ = train && count <= kFusedBatch;
-        timed_ = !sampled_ || sampled_steps_ % kTimeEvery == 0;
-        if (sampled_) {
-            ++sampled_steps_;
-            if (timed_) ++sampled_timed_;
-        }
+        spans_.start_step(train && count <= kFusedBatch);
         const cl::Buffer& rows = train ? order_ : identity_;
         for (cl::Kernel& reader : input_readers_) {
             reader.setArg(0, data.inputs);
@@ -798,8 +795,8 @@ void OpenCLBatchEngine::backward() {
     pending_ = !deferred_.empty();
 }
 
-// What backward() left to the fused update, as plain launches: the fused layer's data gradient and
-// the layers below it (fused_data_), and its weight gradient.
+// What backward() left to the fused update, as plain launches: the fused layer's delta below and
+// bias gradient, the layers below it (fused_data_), and its weight gradient.
 void OpenCLBatchEngine::complete_backward() {
     if (!pending_) return;
     // Timed whenever it runs (when something asks for the gradients), not as a sample of the steps.
@@ -811,19 +808,21 @@ void OpenCLBatchEngine::complete_backward() {
 
 void OpenCLBatchEngine::update(float lr, float momentum, float weight_decay) {
     cl_checked([&] {
-        for (auto* launches : {&update_, &fused_update_, &below_update_})
-            for (Launch& l : *launches) {  // batch_sgd, fc_sgd and fc_sgd_data take the rates as arguments 4-6
+        auto rated = [&](std::vector<Launch>& launches) -> std::vector<Launch>& {
+            for (Launch& l : launches) {  // batch_sgd, fc_sgd and fc_sgd_data take the rates as arguments 4-6
                 l.kernel.setArg(4, lr);
                 l.kernel.setArg(5, momentum);
                 l.kernel.setArg(6, weight_decay);
             }
+            return launches;
+        };
         if (pending_) {
-            enqueue_phase(Phase::Update, fused_update_);
+            enqueue_phase(Phase::Update, rated(fused_update_));
             enqueue_phase(Phase::Backward, data_reduce_);  // fc_sgd_data's delta below, then the layers there
             enqueue_phase(Phase::Backward, below_);
-            enqueue_phase(Phase::Update, below_update_);
+            enqueue_phase(Phase::Update, rated(below_update_));
         } else {
-            enqueue_phase(Phase::Update, update_);
+            enqueue_phase(Phase::Update, rated(update_));
         }
         pending_ = false;
         queue_.flush();  // hand the step to the device now, without waiting for it
@@ -858,23 +857,7 @@ Counters OpenCLBatchEngine::take_counters() {
 PhaseTimes OpenCLBatchEngine::take_times() {
     return cl_checked([&] {
         queue_.finish();
-        PhaseTimes t;
-        // A timed small-batch step stands for the steps around it that were not.
-        const double scale = sampled_timed_ ? static_cast<double>(sampled_steps_) / sampled_timed_ : 1.0;
-        sampled_steps_ = sampled_timed_ = 0;
-        for (const auto& [first, last, phase, sampled] : spans_) {
-            const auto start = first.getProfilingInfo<CL_PROFILING_COMMAND_START>();
-            const auto end = last.getProfilingInfo<CL_PROFILING_COMMAND_END>();
-            const double ms = static_cast<double>(end - start) * 1e-6 * (sampled ? scale : 1.0);
-            switch (phase) {
-                case Phase::Forward: t.forward_ms += ms; break;
-                case Phase::Backward: t.backward_ms += ms; break;
-                case Phase::Update: t.update_ms += ms; break;
-                case Phase::Transfer: t.transfer_ms += ms; break;
-            }
-        }
-        spans_.clear();
-        return t;
+        return spans_.take();
     });
 }
 

@@ -18,6 +18,7 @@
 #include "opencl_engine.h"
 #include "opencl_layout.h"
 #include "opencl_runtime.h"
+#include "phase_spans.h"
 
 namespace lenet5 {
 
@@ -61,7 +62,6 @@ public:
     void set_gradients(const std::vector<float>& gradients) override;
 
 private:
-    enum class Phase { Forward, Backward, Update, Transfer };
 
     struct Launch {
         cl::Kernel kernel;
@@ -160,16 +160,9 @@ private:
     int slots_ = 0, cursor_ = 0;
     Counters counters_;
 
-    // Each phase's first and last command (see OpenCLEngine: events on every launch cost host time).
-    struct Span {
-        cl::Event first, last;
-        Phase phase;
-        bool sampled = false;  // a timed small-batch step's: it stands for several steps
-    };
-    std::vector<Span> spans_;
-    bool timed_ = true;     // whether this step's launches get events
-    bool sampled_ = false;  // whether this step is a small-batch training step (timed one in kTimeEvery)
-    int sampled_steps_ = 0, sampled_timed_ = 0;  // such steps since take_times, and timed ones
+    // Each phase's first and last command (see OpenCLEngine: events on every launch cost host
+    // time); training steps of at most kFusedBatch samples are sampled (kTimeEvery).
+    PhaseSpans spans_;
     bool profile_ = false;
     std::vector<std::pair<std::string, cl::Event>> launch_events_;
 };

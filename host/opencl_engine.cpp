@@ -50,7 +50,8 @@ OpenCLEngine::OpenCLEngine(Network net, MemoryVariant memory, const OpenCLDevice
       memory_(memory),
       device_(device),
       group_origin_(std::move(group_origin)),
-      layout_(net_, sub_buffer_align(device.device)) {
+      layout_(net_, sub_buffer_align(device.device)),
+      spans_(kTimeEvery) {
     if (group < 0 || (group & (group - 1)) != 0)
         throw Error("the work-group size per sample must be a power of two, not " + std::to_string(group));
     cl_checked([&] {
@@ -251,29 +252,29 @@ void OpenCLEngine::enqueue(Launch& launch, int count, cl::Event* event) {
 }
 
 void OpenCLEngine::enqueue_phase(Phase phase, const std::vector<Launch*>& launches, int count, bool exact) {
-    const bool timed = timed_ || exact;
-    Span span{{}, {}, phase, sampled_ && !exact};
+    const bool timed = spans_.timed(exact);
+    cl::Event first, last;
     for (size_t i = 0; i < launches.size(); ++i) {
         cl::Event event;
         const bool edge = timed && (i == 0 || i + 1 == launches.size());
         enqueue(*launches[i], count, profile_ || edge ? &event : nullptr);
-        if (i == 0) span.first = event;
-        if (i + 1 == launches.size()) span.last = event;
+        if (i == 0) first = event;
+        if (i + 1 == launches.size()) last = event;
         if (profile_) launch_events_.emplace_back(launches[i]->name, event);
     }
-    if (timed) spans_.push_back(std::move(span));
+    if (timed) spans_.add(phase, first, last, exact);
 }
 
 void OpenCLEngine::write(const cl::Buffer& buffer, const void* data, size_t bytes) {
     cl::Event event;
     queue_.enqueueWriteBuffer(buffer, CL_TRUE, 0, bytes, data, nullptr, &event);
-    spans_.push_back({event, event, Phase::Transfer});
+    spans_.add(Phase::Transfer, event, event, true);
 }
 
 void OpenCLEngine::read(const cl::Buffer& buffer, void* data, size_t bytes) {
     cl::Event event;
     queue_.enqueueReadBuffer(buffer, CL_TRUE, 0, bytes, data, nullptr, &event);
-    spans_.push_back({event, event, Phase::Transfer});
+    spans_.add(Phase::Transfer, event, event, true);
 }
 
 // NaN in every activation and delta, so that an element a kernel fails to write shows up.
@@ -310,7 +311,7 @@ void OpenCLEngine::upload(Split split, const Dataset& data) {
         queue_.enqueueNDRangeKernel(kernel("images_to_inputs", bytes, data.rows, data.cols, byte_values_, d.inputs, in.h, in.w),
                                     cl::NullRange, cl::NDRange(round_up(static_cast<size_t>(in.h * in.w), wg_), count),
                                     cl::NDRange(wg_, 1), nullptr, &converted);
-        spans_.push_back({converted, converted, Phase::Transfer});
+        spans_.add(Phase::Transfer, converted, converted, true);
         if (split == Split::Train) {
             order_ = cl::Buffer(context_, CL_MEM_READ_ONLY, count * sizeof(int32_t));
             order_set_ = false;
@@ -382,7 +383,7 @@ void OpenCLEngine::set_order(const std::vector<int32_t>& order) {
         order_host_ = order;
         queue_.enqueueWriteBuffer(order_, CL_FALSE, 0, order.size() * sizeof(int32_t), order_host_.data(), nullptr,
                                   &order_written_);
-        spans_.push_back({order_written_, order_written_, Phase::Transfer});
+        spans_.add(Phase::Transfer, order_written_, order_written_, true);
         order_set_ = true;
     });
 }
@@ -400,12 +401,7 @@ void OpenCLEngine::forward(Split split, int first, int count) {
         if (count > capacity_) plan_batch(count);
         if (cursor_ + count > slots_) collect_counters();
         const bool batch1 = train && count == 1;
-        sampled_ = batch1;
-        timed_ = !batch1 || sampled_steps_ % kTimeEvery == 0;
-        if (batch1) {
-            ++sampled_steps_;
-            if (timed_) ++sampled_timed_;
-        }
+        spans_.start_step(batch1);
         if (batch1 && sample_.spread) {
             // Only what changes from step to step: each clSetKernelArg costs host time, which a
             // one-launch step must keep below the device's. The tail's arguments are set if it runs.
@@ -545,23 +541,7 @@ Counters OpenCLEngine::take_counters() {
 PhaseTimes OpenCLEngine::take_times() {
     return cl_checked([&] {
         queue_.finish();
-        PhaseTimes t;
-        // A timed batch-1 step stands for the steps around it that were not.
-        const double scale = sampled_timed_ ? static_cast<double>(sampled_steps_) / sampled_timed_ : 1.0;
-        sampled_steps_ = sampled_timed_ = 0;
-        for (const auto& [first, last, phase, sampled] : spans_) {
-            const auto start = first.getProfilingInfo<CL_PROFILING_COMMAND_START>();
-            const auto end = last.getProfilingInfo<CL_PROFILING_COMMAND_END>();
-            const double ms = static_cast<double>(end - start) * 1e-6 * (sampled ? scale : 1.0);
-            switch (phase) {
-                case Phase::Forward: t.forward_ms += ms; break;
-                case Phase::Backward: t.backward_ms += ms; break;
-                case Phase::Update: t.update_ms += ms; break;
-                case Phase::Transfer: t.transfer_ms += ms; break;
-            }
-        }
-        spans_.clear();
-        return t;
+        return spans_.take();
     });
 }
 
@@ -583,7 +563,7 @@ std::vector<float> OpenCLEngine::layer_output(size_t layer) {
         cl::Event event;
         queue_.enqueueReadBufferRect(acts_, CL_TRUE, {sample_.output_at[layer] * sizeof(float), 0, 0}, {0, 0, 0},
                                      {row, n, 1}, pitch, 0, row, 0, v.data(), nullptr, &event);
-        spans_.push_back({event, event, Phase::Transfer});
+        spans_.add(Phase::Transfer, event, event, true);
         return v;
     });
 }

@@ -29,6 +29,7 @@
 #include "engine.h"
 #include "opencl_layout.h"
 #include "opencl_program.h"
+#include "phase_spans.h"
 #include "opencl_runtime.h"
 
 namespace lenet5 {
@@ -77,7 +78,6 @@ public:
     void set_gradients(const std::vector<float>& gradients) override;
 
 private:
-    enum class Phase { Forward, Backward, Update, Transfer };
 
     // One kernel with its fixed arguments set. per_sample: count work-groups of group_ items;
     // otherwise `global` items (rounded up) in groups of wg_.
@@ -171,19 +171,10 @@ private:
     int slots_ = 0, cursor_ = 0;
     Counters counters_;  // what collect_counters has read back so far
 
-    // What the device did, per phase of a step (or per transfer): from the start of its first
-    // command to the end of its last. Only those two commands carry events: an event on every
-    // launch costs NVIDIA's driver ~3 us of host time each, more than many of the kernels take.
-    // Resolved lazily by take_times.
-    struct Span {
-        cl::Event first, last;
-        Phase phase;
-        bool sampled = false;  // a timed batch-1 step's: it stands for several steps
-    };
-    std::vector<Span> spans_;
-    bool timed_ = true;    // whether this step's launches get events
-    bool sampled_ = false;  // whether this step is a batch-1 training step (timed one in kTimeEvery)
-    int sampled_steps_ = 0, sampled_timed_ = 0;  // batch-1 training steps since take_times, and timed ones
+    // What the device did, per phase of a step (or per transfer). Only a phase's first and last
+    // commands carry events: an event on every launch costs NVIDIA's driver ~3 us of host time
+    // each, more than many of the kernels take. Batch-1 training steps are sampled (kTimeEvery).
+    PhaseSpans spans_;
     // profile_kernels(): every launch's event, by label, until take_kernel_times.
     bool profile_ = false;
     std::vector<std::pair<std::string, cl::Event>> launch_events_;
