@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "engine_factory.h"
+#include "engine/engine_factory.h"
 #include "host_ops.h"
-#include "network.h"
-#include "rng.h"
+#include "model/network.h"
+#include "common/rng.h"
 #ifdef LENET5_HAVE_SIMD
 #include "simd_ops.h"
 #endif

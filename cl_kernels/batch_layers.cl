@@ -1,4 +1,4 @@
-// The batch-level path (host/opencl_batch_engine.cpp): one launch per layer and pass over the
+// The batch-level path (host/opencl/opencl_batch_engine.cpp): one launch per layer and pass over the
 // whole batch. This file shares the embedded source with the per-sample kernels, so it compiles
 // only when the batch engine asks for it (-DLENET5_BATCH). Its options:
 //   -DMEM_CONSTANT  small weights (convolutions, subsamplings, fully connected layers that fit)

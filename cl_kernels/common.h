@@ -1,5 +1,5 @@
 // Shared by every kernel file; cmake/embed_kernels.cmake puts it first in the embedded
-// source, and the host (host/opencl_program.cpp) puts the network's description before it:
+// source, and the host (host/opencl/opencl_program.cpp) puts the network's description before it:
 //   SG              items of a sample's work-group (every per-sample kernel runs one group per sample)
 //   LANES           items that share one output row of a fully connected layer (forward)
 //   MAX_K           the largest convolution window edge

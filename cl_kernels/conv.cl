@@ -267,7 +267,7 @@ __kernel __attribute__((reqd_work_group_size(256, 1, 1))) void cv_bias_grad(__gl
     if (l == 0) db[o] = sums[0];
 }
 
-// ---- Winograd F(4x4, 3x3) forward, stride 1 (inference; host/onnx/winograd_host.h has the maths):
+// ---- Winograd F(4x4, 3x3) forward, stride 1 (inference; host/conv/winograd_host.h has the maths):
 // tile t (of T = batch x tiles_h x tiles_w) covers outputs 4*ty .. +3, 4*tx .. +3 of its sample.
 // cv_wino_input: V[xi][c][t] = (B^T d B)[xi] of the tile's 6x6 input patch d in map c (zeros in
 // the padding). NDRange (round_up(T, WG), C).

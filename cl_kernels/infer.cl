@@ -1,4 +1,4 @@
-// The inference kernels of `lenet5 infer` (host/onnx/infer_opencl.cpp) that batch_layers.cl lacks;
+// The inference kernels of `lenet5 infer` (host/infer/infer_opencl.cpp) that batch_layers.cl lacks;
 // compiled after it (act_forward and the BA_* activations come from there). Its GEMM computes the
 // convolutions (over the windows unrolled here) and the fully connected layers, its pool_forward
 // the square unpadded poolings.

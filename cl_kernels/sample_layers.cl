@@ -1,6 +1,6 @@
 // One sample's layers, forward and backward, each run by the whole work-group of that sample
 // (compiled after common.h). step.cl's kernels call them in the network's order, with every shape
-// and offset a literal (host/opencl_program.cpp writes the calls), so each loop bound is known to
+// and offset a literal (host/opencl/opencl_program.cpp writes the calls), so each loop bound is known to
 // the compiler. Every function is called by all SG items with the same arguments and ends with
 // SYNC(), so the next layer reads what it wrote (the loss functions, always last, need not).
 //

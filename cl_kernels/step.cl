@@ -3,7 +3,7 @@
 // adds the samples' contributions up into each parameter's gradient; update.cl's sgd_momentum
 // follows. At batch 1 a training step is two launches instead: step_samples (forward and backward)
 // and gradients_sgd (gradients and update). The NETWORK_ macros are the network's layers as calls,
-// written by the host (host/opencl_program.cpp) from the names declared here.
+// written by the host (host/opencl/opencl_program.cpp) from the names declared here.
 //
 // The batch's sample s is data set row rows[first + s]. Its activations act = acts + s*ACT_FLOATS
 // hold the input at 0, then every layer's output; its deltas (same offsets) each layer's delta.

@@ -1,11 +1,11 @@
 // The layer operations of the host variants, one sample at a time. `cpu` is the
 // plain scalar reference (cpu_ops.cpp); `avx` and `omp` supply the same table.
-// HostEngine (host/host_engine.cpp) runs the batch loop over these.
+// HostEngine (host/engine/host_engine.cpp) runs the batch loop over these.
 #pragma once
 #include <cmath>
 #include <cstddef>
 
-#include "network.h"
+#include "model/network.h"
 
 namespace lenet5 {
 

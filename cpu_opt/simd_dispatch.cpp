@@ -2,7 +2,7 @@
 // nothing here may execute an instruction the CPU lacks.
 #include <cstdlib>
 
-#include "error.h"
+#include "common/error.h"
 #include "simd_ops.h"
 
 namespace lenet5 {

@@ -2,9 +2,9 @@
 // Error, never crash, leak or over-allocate; what it accepts must re-encode to the same bytes.
 #include <string>
 
-#include "checkpoint.h"
-#include "error.h"
-#include "model_file.h"
+#include "io/checkpoint.h"
+#include "common/error.h"
+#include "model/model_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string bytes(reinterpret_cast<const char*>(data), size);

@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "error.h"
-#include "mnist.h"
+#include "common/error.h"
+#include "io/mnist.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // The loader reads files (through zlib), so the input goes through one, removed at exit.

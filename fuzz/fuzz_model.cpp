@@ -3,8 +3,8 @@
 // a network whose layers chain and whose parameters fit the flat layout.
 #include <string>
 
-#include "error.h"
-#include "model_file.h"
+#include "common/error.h"
+#include "model/model_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string text(reinterpret_cast<const char*>(data), size);

@@ -4,8 +4,8 @@
 // one of its inputs (a Reshape alone shares its input's).
 #include <string>
 
-#include "error.h"
-#include "onnx/onnx_reader.h"
+#include "common/error.h"
+#include "io/onnx_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string bytes(reinterpret_cast<const char*>(data), size);

@@ -15,11 +15,11 @@
 #include <fstream>
 #include <thread>
 
-#include "checkpoint.h"
-#include "model_file.h"
-#include "error.h"
+#include "io/checkpoint.h"
+#include "model/model_file.h"
+#include "common/error.h"
 #include "test_support.h"
-#include "trainer.h"
+#include "train/trainer.h"
 
 using namespace lenet5;
 

@@ -14,11 +14,11 @@
 
 #include "conv/conv_reference.h"
 #include "conv/conv_tuning.h"
-#include "error.h"
-#include "rng.h"
+#include "common/error.h"
+#include "common/rng.h"
 #ifdef LENET5_HAVE_OPENCL
 #include "conv/opencl_conv.h"
-#include "onnx/winograd_host.h"
+#include "conv/winograd_host.h"
 #endif
 
 using namespace lenet5;

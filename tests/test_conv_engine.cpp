@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "conv/conv_tuning.h"
-#include "opencl_batch_engine.h"
+#include "opencl/opencl_batch_engine.h"
 #include "test_support.h"
 
 using namespace lenet5;

@@ -23,11 +23,11 @@
 #include <string>
 #include <thread>
 
-#include "atomic_file.h"
-#include "checkpoint.h"
+#include "io/atomic_file.h"
+#include "io/checkpoint.h"
 #include "cli_runner.h"
-#include "error.h"
-#include "mnist.h"
+#include "common/error.h"
+#include "io/mnist.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;

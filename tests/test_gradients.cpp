@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "host_ops.h"
-#include "model_file.h"
+#include "model/model_file.h"
 #include "test_support.h"
 
 using namespace lenet5;

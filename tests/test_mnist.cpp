@@ -1,7 +1,7 @@
 // The MNIST loader: small IDX files written by the tests (raw and gzip), every malformed
 // case it must reject, resolve_data_dir's precedence, and the real data set when present.
-#include "error.h"
-#include "mnist.h"
+#include "common/error.h"
+#include "io/mnist.h"
 
 #include <gtest/gtest.h>
 #include <zlib.h>

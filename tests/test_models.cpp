@@ -7,10 +7,10 @@
 #include <fstream>
 
 #include "cli_runner.h"
-#include "error.h"
-#include "model_file.h"
+#include "common/error.h"
+#include "model/model_file.h"
 #include "test_support.h"
-#include "trainer.h"
+#include "train/trainer.h"
 
 using namespace lenet5;
 

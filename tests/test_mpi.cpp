@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "checkpoint.h"
+#include "io/checkpoint.h"
 #include "cli_runner.h"
 #include "test_support.h"
 

@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 #include <cmath>
 
-#include "network.h"
+#include "model/network.h"
 
 using namespace lenet5;
 

@@ -15,19 +15,19 @@
 #include <numeric>
 #include <optional>
 
-#include "checkpoint.h"
+#include "io/checkpoint.h"
 #include "cli_runner.h"
-#include "error.h"
-#include "model_file.h"
+#include "common/error.h"
+#include "model/model_file.h"
 #include "test_support.h"
 
 #ifdef LENET5_HAVE_ONNX
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 
-#include "atomic_file.h"
-#include "onnx/npy.h"
-#include "onnx/onnx_export.h"
+#include "io/atomic_file.h"
+#include "io/npy.h"
+#include "io/onnx_export.h"
 #endif
 
 namespace lenet5::test {

@@ -12,11 +12,11 @@
 #include <fstream>
 
 #include "cli_runner.h"
-#include "error.h"
-#include "onnx/infer_runner.h"
-#include "onnx/npy.h"
-#include "onnx/onnx_reader.h"
-#include "rng.h"
+#include "common/error.h"
+#include "infer/infer_runner.h"
+#include "io/npy.h"
+#include "io/onnx_reader.h"
+#include "common/rng.h"
 
 namespace lenet5 {
 namespace {

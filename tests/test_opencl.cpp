@@ -9,14 +9,14 @@
 #include <fstream>
 
 #include "cli_runner.h"
-#include "engine_factory.h"
-#include "model_file.h"
-#include "opencl_backend.h"
-#include "opencl_engine.h"
-#include "opencl_program.h"
-#include "opencl_runtime.h"
+#include "engine/engine_factory.h"
+#include "model/model_file.h"
+#include "opencl/opencl_backend.h"
+#include "opencl/opencl_engine.h"
+#include "opencl/opencl_program.h"
+#include "opencl/opencl_runtime.h"
 #include "test_support.h"
-#include "trainer.h"
+#include "train/trainer.h"
 
 using namespace lenet5;
 

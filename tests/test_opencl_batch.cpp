@@ -6,10 +6,10 @@
 
 #include <algorithm>
 
-#include "engine_factory.h"
-#include "error.h"
-#include "model_file.h"
-#include "opencl_batch_engine.h"
+#include "engine/engine_factory.h"
+#include "common/error.h"
+#include "model/model_file.h"
+#include "opencl/opencl_batch_engine.h"
 #include "test_support.h"
 
 using namespace lenet5;

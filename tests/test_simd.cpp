@@ -7,11 +7,11 @@
 #include <cstdlib>
 #include <limits>
 
-#include "engine_factory.h"
-#include "error.h"
-#include "model_file.h"
+#include "engine/engine_factory.h"
+#include "common/error.h"
+#include "model/model_file.h"
 #include "test_support.h"
-#include "trainer.h"
+#include "train/trainer.h"
 
 #ifdef LENET5_HAVE_SIMD
 #include "simd_ops.h"

@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "engine.h"
-#include "host_engine.h"
-#include "mnist.h"
-#include "network.h"
-#include "rng.h"
-#include "trainer.h"
+#include "engine/engine.h"
+#include "engine/host_engine.h"
+#include "io/mnist.h"
+#include "model/network.h"
+#include "common/rng.h"
+#include "train/trainer.h"
 
 namespace lenet5::test {
 

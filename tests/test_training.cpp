@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "test_support.h"
-#include "trainer.h"
+#include "train/trainer.h"
 
 using namespace lenet5;
 

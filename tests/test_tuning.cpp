@@ -4,11 +4,11 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "engine_factory.h"
-#include "error.h"
-#include "tuning_cache.h"
+#include "engine/engine_factory.h"
+#include "common/error.h"
+#include "opencl/tuning_cache.h"
 #ifdef LENET5_HAVE_OPENCL
-#include "opencl_runtime.h"
+#include "opencl/opencl_runtime.h"
 #endif
 
 using namespace lenet5;

@@ -4,10 +4,10 @@
 
 #include <numeric>
 
-#include "engine_factory.h"
-#include "error.h"
+#include "engine/engine_factory.h"
+#include "common/error.h"
 #include "test_support.h"
-#include "worker_engine.h"
+#include "train/worker_engine.h"
 
 using namespace lenet5;
 using lenet5::test::relative_error;

@@ -7,7 +7,7 @@ Network (DESIGN.md): 1x32x32 input (MNIST padded by 2, p/127.5-1, background -1)
   S4 as S2 -> C5 conv5x5 120 (= FC 400->120) tanh -> F6 FC 84 tanh -> FC 10,
   softmax cross-entropy (mean over the batch).
 Optimizer: SGD with momentum (v = m*v + g; p -= lr*v), as the C++ trainer.
-Initialisation follows host/network.cpp's rule (uniform +-sqrt(3/fan_in),
+Initialisation follows host/model/network.cpp's rule (uniform +-sqrt(3/fan_in),
 subsampling coefficients 1/4, biases 0) but not its random stream.
 
 The whole data set is converted once and held on the device; each epoch shuffles

@@ -13,7 +13,7 @@ trained the same way, timed per epoch.
 Inputs are MNIST's 28x28 pixels scaled p/127.5 - 1 (no padding for these models).
 Update: torch.optim.SGD (dampening 0, not Nesterov), which is lenet5-cl's
 v = m*v + g + wd*p; p -= lr*v; the rate of epoch e is lr * lr_decay^(e-1).
-Initialisation follows host/network.cpp's rule (uniform +-sqrt(3/fan_in), or
+Initialisation follows host/model/network.cpp's rule (uniform +-sqrt(3/fan_in), or
 +-sqrt(6/fan_in) for ReLU layers; biases 0) but not its random stream.
 The flags --batch, --lr, --lr-decay, --momentum, --weight-decay and --epochs
 override the model's recipe.
@@ -340,7 +340,7 @@ def main():
         torch.manual_seed(args.seed)                             # same shuffles every repeat
         total = 0.0
         for epoch in range(1, args.epochs + 1):
-            lr = args.lr * args.lr_decay ** (epoch - 1)          # as host/trainer.cpp
+            lr = args.lr * args.lr_decay ** (epoch - 1)          # as host/train/trainer.cpp
             if graph is not None:
                 graph.set_lr(lr)                                 # recaptures when the rate changed
             else:

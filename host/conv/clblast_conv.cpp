@@ -1,4 +1,4 @@
-#include "clblast_conv.h"
+#include "conv/clblast_conv.h"
 
 #include <clblast.h>
 

@@ -5,8 +5,8 @@
 #pragma once
 #include <vector>
 
-#include "conv_shape.h"
-#include "opencl_runtime.h"
+#include "conv/conv_shape.h"
+#include "opencl/opencl_runtime.h"
 
 namespace lenet5::conv {
 

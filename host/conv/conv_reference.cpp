@@ -1,10 +1,10 @@
-#include "conv_reference.h"
+#include "conv/conv_reference.h"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "error.h"
+#include "common/error.h"
 #include "host_ops.h"
 
 #ifdef LENET5_HAVE_OPENBLAS

@@ -3,8 +3,8 @@
 // windows into a matrix and multiplies with the host GEMM (OpenBLAS's sgemm when the build has it,
 // else a plain loop). Pure gradients: the backward passes apply no activation derivative.
 #pragma once
-#include "conv_shape.h"
-#include "network.h"
+#include "conv/conv_shape.h"
+#include "model/network.h"
 
 namespace lenet5::conv {
 

@@ -1,6 +1,6 @@
-#include "conv_shape.h"
+#include "conv/conv_shape.h"
 
-#include "error.h"
+#include "common/error.h"
 
 namespace lenet5::conv {
 

@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "opencl_conv.h"
+#include "conv/opencl_conv.h"
 
 namespace lenet5::conv {
 

@@ -1,14 +1,14 @@
-#include "conv_tune.h"
+#include "conv/conv_tune.h"
 
 #include <iomanip>
 #include <numeric>
 #include <set>
 
-#include "conv_timing.h"
-#include "conv_tuning.h"
-#include "error.h"
-#include "model_file.h"
-#include "opencl_batch_engine.h"
+#include "conv/conv_timing.h"
+#include "conv/conv_tuning.h"
+#include "common/error.h"
+#include "model/model_file.h"
+#include "opencl/opencl_batch_engine.h"
 
 namespace lenet5::conv {
 namespace {

@@ -6,7 +6,7 @@
 #pragma once
 #include <ostream>
 
-#include "tune.h"
+#include "opencl/tune.h"
 
 namespace lenet5::conv {
 

@@ -1,12 +1,12 @@
-#include "conv_tuning.h"
+#include "conv/conv_tuning.h"
 
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
 
-#include "error.h"
-#include "tuning_cache.h"
+#include "common/error.h"
+#include "opencl/tuning_cache.h"
 
 namespace lenet5::conv {
 namespace {

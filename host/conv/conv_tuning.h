@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "conv_shape.h"
+#include "conv/conv_shape.h"
 
 namespace lenet5::conv {
 

@@ -1,4 +1,4 @@
-#include "convbench.h"
+#include "conv/convbench.h"
 
 #include <algorithm>
 #include <array>
@@ -9,12 +9,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "atomic_file.h"
-#include "conv_reference.h"
-#include "error.h"
-#include "rng.h"
+#include "io/atomic_file.h"
+#include "conv/conv_reference.h"
+#include "common/error.h"
+#include "common/rng.h"
 #ifdef LENET5_HAVE_OPENCL
-#include "conv_timing.h"
+#include "conv/conv_timing.h"
 #endif
 
 namespace lenet5::conv {

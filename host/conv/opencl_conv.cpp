@@ -1,12 +1,12 @@
-#include "opencl_conv.h"
+#include "conv/opencl_conv.h"
 
 #include <algorithm>
 #include <array>
 
-#include "conv_tuning.h"
-#include "opencl_kernels.h"
+#include "conv/conv_tuning.h"
+#include "opencl/opencl_kernels.h"
 #ifdef LENET5_HAVE_CLBLAST
-#include "clblast_conv.h"
+#include "conv/clblast_conv.h"
 #endif
 
 namespace lenet5::conv {

@@ -27,9 +27,9 @@
 #include <string>
 #include <vector>
 
-#include "conv_shape.h"
-#include "network.h"
-#include "opencl_runtime.h"
+#include "conv/conv_shape.h"
+#include "model/network.h"
+#include "opencl/opencl_runtime.h"
 
 namespace lenet5::conv {
 
@@ -54,7 +54,7 @@ public:
     // Inference only: the forward pass of a 3x3 stride-1 convolution by Winograd F(4x4, 3x3), 4x
     // fewer multiplies than the direct sum: the tiles' input transforms, the 36 GEMMs in one
     // launch, the output transforms with bias and activation. `filters`: the transformed weights
-    // [out_c][36][in_c] (host/onnx/winograd_host.h's winograd_filters). Throws Error
+    // [out_c][36][in_c] (host/conv/winograd_host.h's winograd_filters). Throws Error
     // for a shape winograd_takes() refuses.
     void forward_winograd(const ConvShape& shape, const cl::Buffer& in, const cl::Buffer& filters,
                           const cl::Buffer& bias, const cl::Buffer& out, Activation act = Activation::None);

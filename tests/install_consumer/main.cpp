@@ -1,9 +1,9 @@
 // Trains one step through the installed library: the loss must be finite and the
 // parameters must change. Exits 1 with one line otherwise.
-#include <lenet5/engine_factory.h>
-#include <lenet5/mnist.h>
-#include <lenet5/network.h>
-#include <lenet5/rng.h>
+#include <lenet5/engine/engine_factory.h>
+#include <lenet5/io/mnist.h>
+#include <lenet5/model/network.h>
+#include <lenet5/common/rng.h>
 
 #include <cmath>
 #include <cstdio>

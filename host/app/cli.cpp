@@ -1,0 +1,333 @@
+#include "app/cli.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include "conv/convbench.h"
+#include "common/error.h"
+#include "train/worker_engine.h"
+
+namespace lenet5 {
+
+std::string help_text() {
+    return std::string(
+               "lenet5 " LENET5_VERSION " - train LeNet-5 (or another model) on MNIST and see where the time goes\n"
+               "\n"
+               "usage:\n"
+               "  lenet5 train [options]        train, printing one table row per epoch\n"
+               "  lenet5 eval --model FILE      test accuracy, loss and confusion matrix of a checkpoint\n"
+               "  lenet5 tune [options]         time each work-group size of the OpenCL variants, cache the fastest\n"
+               "  lenet5 infer --onnx FILE      run an ONNX model (e.g. VGG16) over images from an .npy file\n"
+               "  lenet5 convbench [options]    time the convolution algorithms (direct, im2col, clblast) beside\n"
+               "                                each other on the seed's grid and VGG16's layers, checked\n"
+               "  lenet5 models                 list the built-in models, their parameters and settings\n"
+               "  lenet5 export --model FILE --onnx OUT\n"
+               "                                write a checkpoint's trained model as ONNX (input: [N,1,28,28]\n"
+               "                                pixels in [0,1]; output: the last layer's values, before any softmax)\n"
+               "  lenet5 devices                list the OpenCL devices (index for --device)\n"
+               "  lenet5 --help | --version\n"
+               "\n"
+               "train options:\n"
+               "  --variant V      cpu, avx, omp, gpu, gpu-constant, gpu-local or auto (default: ") +
+           LENET5_DEFAULT_VARIANT +
+           ")\n"
+           "                   auto = gpu-local on the first GPU of any platform, else omp, else cpu\n"
+           "  --device N       OpenCL device index from `lenet5 devices` (default: first GPU, else first device)\n"
+           "  --group N        OpenCL: items of each sample's work-group, a power of two (default: what\n"
+           "                   `lenet5 tune` found fastest for this device, variant and batch, else 256\n"
+           "                   or the device's limit if lower)\n"
+           "  --conv-algo A    OpenCL batch-level path (models like cnn): the convolutions' algorithm, direct,\n"
+           "                   im2col, own (the engine's own kernels) or auto (default: what `lenet5 tune --conv`\n"
+           "                   found fastest for the layer and batch on this device, own included; untuned: own);\n"
+           "                   clblast cannot be planned ahead and is refused here\n"
+           "  --threads N      threads for omp (default: OMP_NUM_THREADS, else all cores)\n"
+           "  --workers SPEC   train on several devices at once: a comma-separated list of workers,\n"
+           "                   each [DEVICE:]VARIANT or DEVICE (gpu-local on that device), e.g.\n"
+           "                   1:gpu-local,omp or 1,2; each step's batch is split between them by\n"
+           "                   their speed, measured on the first batch (or by explicit shares:\n"
+           "                   1:gpu-local@3,omp@1), and their gradients summed in worker order\n"
+           "  --epochs N       train up to epoch N (default: the model's, else 10)\n"
+           "  --batch B        mini-batch size (default: the model's, else 64)\n"
+           "  --lr X           learning rate of the first epoch (default: the model's, else 0.05)\n"
+           "  --lr-decay G     multiply the learning rate by G after every epoch, 0 < G <= 1\n"
+           "                   (default: the model's, else 0.8)\n"
+           "  --momentum M     SGD momentum, 0 <= M < 1 (default: the model's, else 0.9)\n"
+           "  --weight-decay W L2 weight decay, 0 <= W < 1 (default: the model's, else 0.0005)\n"
+           "  --seed S         seed of the initial weights and the shuffles (default 1)\n"
+           "  --train-limit N  use only the first N training images (default: all 60000)\n"
+           "  --test-limit N   use only the first N test images (default: all 10000)\n"
+           "  --dataset D      mnist or fashion (Fashion-MNIST from Debian's dataset-fashion-mnist,\n"
+           "                   /usr/share/datasets/fashion-mnist); default mnist\n"
+           "  --data DIR       folder with the four IDX files, raw or .gz (default: the dataset's;\n"
+           "                   for mnist $LENET5_DATA, else data/mnist)\n"
+           "  --json FILE      also write the run as JSON\n"
+           "  --save FILE      write a checkpoint after every epoch and when interrupted\n"
+           "  --resume FILE    continue from a checkpoint (its seed and momentum carry on)\n"
+           "  --kernel-profile after training, print every OpenCL kernel's launches per step\n"
+           "                   and device time (slows the epoch: each launch carries an event)\n"
+           "\n"
+           "eval options: --model FILE (a checkpoint: it carries its model), --variant, --device, --group, --conv-algo,\n"
+           "              --test-limit, --dataset, --data, --json as above\n"
+           "\n"
+           "tune options: times training steps on random images, so it needs no data set\n"
+           "  --model M        the model to tune for, as for train (default lenet5)\n"
+           "  --variant V,...  the OpenCL variants to tune (default: gpu,gpu-constant,gpu-local)\n"
+           "  --device N       as above\n"
+           "  --batch B        the batch size to tune for (default 64); tune each model and size you train with\n"
+           "  --groups G,...   candidate work-group sizes (default: 32, 64, ... up to the device's limit, at most 1024)\n"
+           "  --steps N        timed steps per candidate, in each of 3 runs (default 50)\n"
+           "  --cache FILE     the tuning cache (default: $LENET5_TUNING, else $XDG_CACHE_HOME/lenet5/tuning.tsv,\n"
+           "                   else ~/.cache/lenet5/tuning.tsv); train reads it from the default place\n"
+           "  --conv           instead, time the convolution algorithms (own, direct, im2col, clblast; forward and\n"
+           "                   backward) on each of the model's fully connected convolutions at --batch and cache\n"
+           "                   the fastest (default cache: $LENET5_CONV_TUNING, else conv-tuning.tsv beside the\n"
+           "                   above), which --conv-algo auto then uses on this device\n"
+           "\n"
+           "infer options: runs an ONNX model (Conv, Relu, Sigmoid, Tanh, MaxPool, AveragePool,\n"
+           "              GlobalAveragePool, Gemm, MatMul, Add, Flatten, Reshape, Softmax, Dropout, Identity,\n"
+           "              Constant; one float input whose first dimension is the batch)\n"
+           "  --onnx FILE      the model (external data is read from files beside it)\n"
+           "  --input X.npy    the images: float32 .npy of shape N x (the model's input without its batch)\n"
+           "  --random N       or N images uniform in [-1, 1), from --seed S (default 1)\n"
+           "  --output Y.npy   write the outputs, float32 .npy of shape N x (the model's output)\n"
+           "  --batch B        images per run (default 1)\n"
+           "  --variant V      cpu (scalar reference), omp (all cores; Winograd for 3x3 convolutions, else\n"
+           "                   GEMMs), gpu, gpu-constant, gpu-local or auto (gpu-local on a GPU, else omp;\n"
+           "                   the default)\n"
+           "  --device N, --threads N  as for train\n"
+           "  --conv-algo A    OpenCL: the convolutions' algorithm, auto, direct, im2col or clblast (default auto:\n"
+           "                   Winograd F(4x4,3x3) for 3x3 stride-1 layers of 16 or more input maps (a multiple\n"
+           "                   of 4); other layers what `lenet5 tune --conv` measured for the layer on this\n"
+           "                   device, untuned im2col for outputs of under 2048 positions over the batch, else\n"
+           "                   direct)\n"
+           "  --repeats R      time R passes over the images (after one untimed pass when R > 1) and\n"
+           "                   report the median (default 1)\n"
+           "  --json FILE      also write the timings (per image, per layer) and every image's top-1 class\n"
+           "  Prints one line: images, batch, ms per image, the top-1 classes of the first 10 images.\n"
+           "\n" +
+           conv::convbench_help() +
+           "\n"
+           "Each epoch row gives the milliseconds spent in the forward, backward and update\n"
+           "phases (OpenCL: device time from event profiling; host variants: a steady clock\n"
+           "around each phase), the epoch's wall time, the training loss and test accuracy.\n"
+           "Exit status: 0 success, 1 failure, 2 bad command line, 130/143 interrupted.\n";
+}
+
+namespace {
+
+class ArgReader {
+public:
+    explicit ArgReader(const std::vector<std::string>& args) : args_(args) {}
+    bool done() const { return pos_ >= args_.size(); }
+    const std::string& next() { return args_[pos_++]; }
+    std::string value(const std::string& flag) {
+        if (done()) throw UsageError(flag + " needs a value");
+        return next();
+    }
+
+private:
+    const std::vector<std::string>& args_;
+    size_t pos_ = 0;
+};
+
+long long parse_int(const std::string& flag, const std::string& text, long long lo, long long hi) {
+    errno = 0;
+    char* end = nullptr;
+    const long long v = std::strtoll(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || errno == ERANGE)
+        throw UsageError(flag + ": '" + text + "' is not a whole number");
+    if (v < lo || v > hi)
+        throw UsageError(flag + ": " + text + " is out of range (" + std::to_string(lo) + " to " + std::to_string(hi) + ")");
+    return v;
+}
+
+int parse_count(const std::string& flag, const std::string& text, int lo) {
+    return static_cast<int>(parse_int(flag, text, lo, std::numeric_limits<int>::max()));
+}
+
+int parse_power_of_two(const std::string& flag, const std::string& text) {
+    const int v = parse_count(flag, text, 1);
+    if (v & (v - 1)) throw UsageError(flag + ": " + text + " is not a power of two");
+    return v;
+}
+
+float parse_float(const std::string& flag, const std::string& text, float lo, float hi, bool hi_open) {
+    errno = 0;
+    char* end = nullptr;
+    const float v = std::strtof(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v))
+        throw UsageError(flag + ": '" + text + "' is not a number");
+    if (v < lo || v > hi || (hi_open && v == hi))
+        throw UsageError(flag + ": " + text + " is out of range");
+    return v;
+}
+
+// Flags that train and eval share. Returns false if `flag` is not one of them.
+bool parse_common(const std::string& flag, ArgReader& r, EngineRequest& engine, std::string& data_dir,
+                  std::string& dataset, std::string& json_path, int& test_limit) {
+    if (flag == "--variant") engine.variant = r.value(flag);
+    else if (flag == "--dataset") {
+        dataset = r.value(flag);
+        if (dataset != "mnist" && dataset != "fashion")
+            throw UsageError(flag + ": '" + dataset + "' is not a data set (mnist, fashion)");
+    }
+    else if (flag == "--device") engine.device = parse_count(flag, r.value(flag), 0);
+    else if (flag == "--group") engine.group = parse_power_of_two(flag, r.value(flag));
+    else if (flag == "--conv-algo") engine.conv_algo = conv::parse_algo(r.value(flag));
+    else if (flag == "--data") data_dir = r.value(flag);
+    else if (flag == "--json") json_path = r.value(flag);
+    else if (flag == "--test-limit") test_limit = parse_count(flag, r.value(flag), 1);
+    else return false;
+    if ((flag == "--data" || flag == "--json") && (flag == "--data" ? data_dir : json_path).empty())
+        throw UsageError(flag + " needs a non-empty value");
+    if (flag == "--data" && data_dir == "-")
+        throw UsageError("--data: '-' is not accepted: the data is a folder of IDX files, not a stream");
+    return true;
+}
+
+// A comma-separated list, each item checked by `item`.
+template <class F>
+void for_each_listed(const std::string& flag, const std::string& text, F item) {
+    size_t start = 0;
+    for (;;) {
+        const size_t comma = text.find(',', start);
+        const std::string part = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        if (part.empty()) throw UsageError(flag + ": '" + text + "' has an empty item");
+        item(part);
+        if (comma == std::string::npos) return;
+        start = comma + 1;
+    }
+}
+
+void parse_tune_option(const std::string& flag, ArgReader& r, TuneOptions& t) {
+    if (flag == "--variant") {
+        t.variants.clear();
+        for_each_listed(flag, r.value(flag), [&](const std::string& v) {
+            if (v != "gpu" && v != "gpu-constant" && v != "gpu-local")
+                throw UsageError(flag + ": '" + v + "' is not an OpenCL variant (gpu, gpu-constant, gpu-local)");
+            t.variants.push_back(v);
+        });
+    } else if (flag == "--model") {
+        t.model = r.value(flag);
+        if (t.model.empty()) throw UsageError(flag + " needs a non-empty value");
+    } else if (flag == "--device") t.device = parse_count(flag, r.value(flag), 0);
+    else if (flag == "--batch") t.batch = parse_count(flag, r.value(flag), 1);
+    else if (flag == "--steps") t.steps = parse_count(flag, r.value(flag), 1);
+    else if (flag == "--groups") {
+        t.groups.clear();
+        for_each_listed(flag, r.value(flag), [&](const std::string& g) { t.groups.push_back(parse_power_of_two(flag, g)); });
+    } else if (flag == "--conv") t.conv = true;
+    else if (flag == "--cache") {
+        t.cache_path = r.value(flag);
+        if (t.cache_path.empty()) throw UsageError(flag + " needs a non-empty value");
+    } else throw UsageError("unknown option '" + flag + "' for tune (try `lenet5 --help`)");
+}
+
+void parse_infer_option(const std::string& flag, ArgReader& r, InferOptions& o) {
+    auto path = [&](std::string& into) {
+        into = r.value(flag);
+        if (into.empty()) throw UsageError(flag + " needs a non-empty value");
+    };
+    if (flag == "--onnx") path(o.onnx_path);
+    else if (flag == "--input") path(o.input_path);
+    else if (flag == "--output") path(o.output_path);
+    else if (flag == "--json") path(o.json_path);
+    else if (flag == "--random") o.random = parse_count(flag, r.value(flag), 1);
+    else if (flag == "--seed") o.seed = static_cast<uint64_t>(parse_int(flag, r.value(flag), 0, std::numeric_limits<long long>::max()));
+    else if (flag == "--repeats") o.repeats = parse_count(flag, r.value(flag), 1);
+    else if (flag == "--batch") o.engine.batch = parse_count(flag, r.value(flag), 1);
+    else if (flag == "--variant") {
+        o.engine.variant = r.value(flag);
+        const std::string& v = o.engine.variant;
+        if (v != "cpu" && v != "omp" && v != "gpu" && v != "gpu-constant" && v != "gpu-local" && v != "auto")
+            throw UsageError(flag + ": '" + v + "' is not an infer variant (cpu, omp, gpu, gpu-constant, gpu-local, auto)");
+    } else if (flag == "--device") o.engine.device = parse_count(flag, r.value(flag), 0);
+    else if (flag == "--threads") o.engine.threads = parse_count(flag, r.value(flag), 1);
+    else if (flag == "--conv-algo") o.engine.conv_algo = conv::parse_algo(r.value(flag));
+    else throw UsageError("unknown option '" + flag + "' for infer (try `lenet5 --help`)");
+}
+
+}  // namespace
+
+Command parse_command_line(const std::vector<std::string>& args) {
+    Command cmd;
+    if (args.empty()) throw UsageError("no command given (try `lenet5 --help`)");
+    ArgReader r(args);
+    const std::string& name = r.next();
+    if (name == "--help" || name == "-h" || name == "help") return cmd;
+    if (name == "--version") {
+        cmd.kind = Command::Kind::Version;
+        return cmd;
+    }
+    if (name == "devices") cmd.kind = Command::Kind::Devices;
+    else if (name == "models") cmd.kind = Command::Kind::Models;
+    else if (name == "train") cmd.kind = Command::Kind::Train;
+    else if (name == "eval") cmd.kind = Command::Kind::Eval;
+    else if (name == "tune") cmd.kind = Command::Kind::Tune;
+    else if (name == "export") cmd.kind = Command::Kind::Export;
+    else if (name == "infer") cmd.kind = Command::Kind::Infer;
+    else throw UsageError("unknown command '" + name + "' (try `lenet5 --help`)");
+
+    TrainOptions& t = cmd.train;
+    EvalOptions& e = cmd.eval;
+    t.engine.variant = e.engine.variant = LENET5_DEFAULT_VARIANT;
+    while (!r.done()) {
+        const std::string& flag = r.next();
+        if (flag == "--help" || flag == "-h") {
+            cmd.kind = Command::Kind::Help;
+            return cmd;
+        }
+        if (cmd.kind == Command::Kind::Train) {
+            if (parse_common(flag, r, t.engine, t.data_dir, t.dataset, t.json_path, t.test_limit)) continue;
+            if (flag == "--model") {
+                t.model = r.value(flag);
+                if (t.model.empty()) throw UsageError(flag + " needs a non-empty value");
+            } else if (flag == "--workers") {
+                t.engine.workers = r.value(flag);
+                parse_workers(t.engine.workers);  // a malformed list is a usage error now
+            } else if (flag == "--threads") t.engine.threads = parse_count(flag, r.value(flag), 1);
+            else if (flag == "--epochs") t.epochs = parse_count(flag, r.value(flag), 1);
+            else if (flag == "--batch") t.batch = parse_count(flag, r.value(flag), 1);
+            else if (flag == "--lr") t.lr = parse_float(flag, r.value(flag), 0.0f, 10.0f, false);
+            else if (flag == "--lr-decay") t.lr_decay = parse_float(flag, r.value(flag), 0.0f, 1.0f, false);
+            else if (flag == "--weight-decay") t.weight_decay = parse_float(flag, r.value(flag), 0.0f, 1.0f, true);
+            else if (flag == "--momentum") t.momentum = parse_float(flag, r.value(flag), 0.0f, 1.0f, true);
+            else if (flag == "--seed") t.seed = static_cast<uint64_t>(parse_int(flag, r.value(flag), 0, std::numeric_limits<long long>::max()));
+            else if (flag == "--train-limit") t.train_limit = parse_count(flag, r.value(flag), 1);
+            else if (flag == "--save") t.save_path = r.value(flag);
+            else if (flag == "--resume") t.resume_path = r.value(flag);
+            else if (flag == "--kernel-profile") t.kernel_profile = true;
+            else throw UsageError("unknown option '" + flag + "' for train (try `lenet5 --help`)");
+        } else if (cmd.kind == Command::Kind::Eval) {
+            if (parse_common(flag, r, e.engine, e.data_dir, e.dataset, e.json_path, e.test_limit)) continue;
+            if (flag == "--model") e.model_path = r.value(flag);
+            else if (flag == "--threads") e.engine.threads = parse_count(flag, r.value(flag), 1);
+            else throw UsageError("unknown option '" + flag + "' for eval (try `lenet5 --help`)");
+        } else if (cmd.kind == Command::Kind::Tune) {
+            parse_tune_option(flag, r, cmd.tune);
+        } else if (cmd.kind == Command::Kind::Infer) {
+            parse_infer_option(flag, r, cmd.infer);
+        } else if (cmd.kind == Command::Kind::Export) {
+            std::string& path = flag == "--model" ? cmd.exporting.model_path : cmd.exporting.onnx_path;
+            if (flag != "--model" && flag != "--onnx")
+                throw UsageError("unknown option '" + flag + "' for export (try `lenet5 --help`)");
+            path = r.value(flag);
+            if (path.empty()) throw UsageError(flag + " needs a non-empty value");
+        } else {
+            throw UsageError("unknown option '" + flag + "' for " + name + " (try `lenet5 --help`)");
+        }
+    }
+    if (cmd.kind == Command::Kind::Train && t.lr == 0.0f) throw UsageError("--lr must be greater than 0");
+    if (cmd.kind == Command::Kind::Train && t.lr_decay == 0.0f) throw UsageError("--lr-decay must be greater than 0");
+    if (cmd.kind == Command::Kind::Eval && e.model_path.empty()) throw UsageError("eval needs --model FILE");
+    if (cmd.kind == Command::Kind::Infer && cmd.infer.onnx_path.empty()) throw UsageError("infer needs --onnx FILE");
+    if (cmd.kind == Command::Kind::Infer && cmd.infer.input_path.empty() == (cmd.infer.random == 0))
+        throw UsageError("infer needs one of --input X.npy and --random N");
+    if (cmd.kind == Command::Kind::Export && (cmd.exporting.model_path.empty() || cmd.exporting.onnx_path.empty()))
+        throw UsageError("export needs --model CHECKPOINT and --onnx FILE");
+    return cmd;
+}
+
+}  // namespace lenet5

@@ -1,0 +1,37 @@
+// The command line of DESIGN.md: parsing and the help text.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "app/infer_command.h"
+#include "train/trainer.h"
+#include "opencl/tune.h"
+
+namespace lenet5 {
+
+struct EvalOptions {
+    EngineRequest engine;
+    std::string model_path, data_dir, json_path;
+    std::string dataset = "mnist";
+    int test_limit = 0;
+};
+
+struct ExportOptions {
+    std::string model_path, onnx_path;  // the checkpoint, the .onnx file to write
+};
+
+struct Command {
+    enum class Kind { Train, Eval, Tune, Devices, Models, Help, Version, Export, Infer } kind = Kind::Help;
+    TrainOptions train;
+    EvalOptions eval;
+    TuneOptions tune;
+    ExportOptions exporting;
+    InferOptions infer;
+};
+
+// Throws UsageError (exit 2) for an unknown command or flag, a missing or bad value.
+Command parse_command_line(const std::vector<std::string>& args);
+
+std::string help_text();
+
+}  // namespace lenet5

@@ -1,0 +1,23 @@
+// `lenet5 infer`: runs an ONNX model over images from an .npy file (or seeded random ones) on a
+// variant, writes the outputs as .npy, prints a summary line and optionally per-layer times as JSON.
+#pragma once
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "infer/infer_runner.h"
+
+namespace lenet5 {
+
+struct InferOptions {
+    std::string onnx_path, input_path, output_path, json_path;
+    int random = 0;      // --random N: N images uniform in [-1, 1) instead of --input
+    uint64_t seed = 1;   // --seed of the random images
+    int repeats = 1;     // timed passes over all images; above 1, after one untimed pass
+    InferRequest engine;  // variant, device, threads, batch
+};
+
+// Runs the command; returns the exit status (Error on failure).
+int run_infer(const InferOptions& options, std::ostream& out);
+
+}  // namespace lenet5

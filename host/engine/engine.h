@@ -1,0 +1,96 @@
+// The interface every variant implements. The training loop (trainer.cpp) is
+// written once against it. An engine owns the parameters, gradients, momentum
+// and both data sets; the host only sends the shuffled order once per epoch and
+// asks for (first, count) batches, so an OpenCL engine keeps everything resident.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "io/mnist.h"
+#include "model/network.h"
+
+namespace lenet5 {
+
+// Milliseconds spent per phase since the last take_times().
+struct PhaseTimes {
+    double forward_ms = 0, backward_ms = 0, update_ms = 0, transfer_ms = 0;
+    double reduce_ms = 0;  // several workers: summing their gradients (worker_engine.h)
+};
+
+// One kernel's share of the device time since the last take_kernel_times().
+struct KernelTime {
+    std::string name;
+    int64_t launches = 0;
+    double ms = 0;
+};
+
+// Adds launches and ms to the entry named `name` in `times`, appending it if there is none.
+inline void add_kernel_time(std::vector<KernelTime>& times, const std::string& name, int64_t launches, double ms) {
+    auto it = times.begin();
+    while (it != times.end() && it->name != name) ++it;
+    if (it == times.end()) it = times.insert(times.end(), KernelTime{name, 0, 0.0});
+    it->launches += launches;
+    it->ms += ms;
+}
+
+// Summed since the last take_counters(): over the samples of every forward().
+struct Counters {
+    double loss_sum = 0;  // sum of per-sample cross-entropy
+    int64_t correct = 0;
+    int64_t samples = 0;
+};
+
+class Engine {
+public:
+    virtual ~Engine() = default;
+
+    virtual std::string variant() const = 0;
+    // e.g. "host (2 threads)", or the OpenCL device name and the work-group size per sample
+    virtual std::string device() const = 0;
+    virtual std::string platform() const = 0;  // e.g. "host" or the OpenCL platform name
+
+    // Called once per split before it is used; images stay where the engine runs.
+    virtual void upload(Split split, const Dataset& data) = 0;
+
+    // Parameters (Network::param_count floats, the flat layout of network.h).
+    // set_params also zeroes the momentum.
+    virtual void set_params(const std::vector<float>& params) = 0;
+    virtual std::vector<float> params() = 0;
+    virtual void set_momentum_buffer(const std::vector<float>& velocity) = 0;
+    virtual std::vector<float> momentum_buffer() = 0;
+
+    // The training order of this epoch (a permutation of the training set).
+    virtual void set_order(const std::vector<int32_t>& order) = 0;
+
+    // Forward over `count` samples: for Train, the samples order[first .. first+count);
+    // for Test, the samples first .. first+count. Adds to the counters.
+    virtual void forward(Split split, int first, int count) = 0;
+    // Gradients of the mean loss of the last Train forward (overwrites, not accumulates).
+    virtual void backward() = 0;
+    // Overwrites the gradients (flat layout) before update(): with several workers, their sum.
+    virtual void set_gradients(const std::vector<float>& gradients) = 0;
+    // SGD with momentum and L2 weight decay over the whole flat buffer:
+    // v = momentum*v + g + weight_decay*p; p -= lr*v.
+    virtual void update(float lr, float momentum, float weight_decay) = 0;
+
+    virtual Counters take_counters() = 0;  // waits for the queued work
+    virtual PhaseTimes take_times() = 0;
+
+    // Per-kernel profiling (OpenCL): after profile_kernels(), every launch carries an event and
+    // take_kernel_times() returns each kernel's launches and device time, in first-launch order.
+    // It costs host time per launch, so it is off unless asked for. Host engines have no kernels.
+    virtual void profile_kernels() {}
+    virtual std::vector<KernelTime> take_kernel_times() { return {}; }
+
+    // Several workers (worker_engine.h): each one's name and phase times of the last take_times().
+    virtual std::vector<std::pair<std::string, PhaseTimes>> take_worker_times() { return {}; }
+
+    // For tests: the last forward's output of layer `layer` ([count][out.size()],
+    // pre-softmax logits for the last layer), and the last backward's gradients.
+    virtual std::vector<float> layer_output(size_t layer) = 0;
+    virtual std::vector<float> gradients() = 0;
+};
+
+}  // namespace lenet5

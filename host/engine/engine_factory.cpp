@@ -1,0 +1,112 @@
+#include "engine/engine_factory.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "common/error.h"
+#include "engine/host_engine.h"
+#include "train/worker_engine.h"
+#ifdef LENET5_HAVE_OPENMP
+#include <omp.h>
+#endif
+#ifdef LENET5_HAVE_SIMD
+#include "simd_ops.h"
+#endif
+#ifdef LENET5_HAVE_OPENCL
+#include "opencl/opencl_backend.h"
+#endif
+
+namespace lenet5 {
+
+const std::vector<std::string>& known_variants() {
+    static const std::vector<std::string> names{"cpu", "avx", "omp", "gpu", "gpu-constant", "gpu-local"};
+    return names;
+}
+
+std::vector<std::string> built_variants() {
+    std::vector<std::string> v{"cpu"};
+#ifdef LENET5_HAVE_SIMD
+    v.push_back("avx");
+#if defined(LENET5_HAVE_OPENMP)
+    v.push_back("omp");
+#endif
+#endif
+#ifdef LENET5_HAVE_OPENCL
+    for (const char* name : {"gpu", "gpu-constant", "gpu-local"}) v.push_back(name);
+#endif
+    return v;
+}
+
+namespace {
+
+bool built(const std::string& variant) {
+    const auto v = built_variants();
+    return std::find(v.begin(), v.end(), variant) != v.end();
+}
+
+std::string joined(const std::vector<std::string>& names) {
+    std::string s;
+    for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+    return s;
+}
+
+// auto: gpu-local on the first GPU of any platform, else omp, else cpu.
+std::string resolve_auto() {
+#ifdef LENET5_HAVE_OPENCL
+    if (opencl_gpu_available()) return "gpu-local";
+#endif
+#ifdef LENET5_HAVE_SIMD
+    if (built("omp") && simd_ops()) return "omp";
+#endif
+    return "cpu";
+}
+
+#ifdef LENET5_HAVE_SIMD
+int default_threads() {
+#ifdef LENET5_HAVE_OPENMP
+    return omp_get_max_threads();  // honours OMP_NUM_THREADS
+#else
+    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+#endif
+}
+#endif
+
+}  // namespace
+
+std::unique_ptr<Engine> make_engine(const Network& net, const EngineRequest& request) {
+    if (!request.workers.empty()) {
+        std::vector<std::unique_ptr<Engine>> workers;
+        std::vector<double> shares;
+        for (const WorkerSpec& w : parse_workers(request.workers)) {
+            EngineRequest one = request;
+            one.workers.clear();
+            one.variant = w.variant;
+            one.device = w.device;
+            workers.push_back(make_engine(net, one));
+            if (w.share > 0) shares.push_back(w.share);
+        }
+        return std::make_unique<WorkerEngine>(std::move(workers), std::move(shares), request.batch);
+    }
+    const auto& known = known_variants();
+    if (request.variant != "auto" && std::find(known.begin(), known.end(), request.variant) == known.end())
+        throw UsageError("unknown variant '" + request.variant + "' (choose from auto, " + joined(known) + ")");
+    const std::string variant = request.variant == "auto" ? resolve_auto() : request.variant;
+    if (!built(variant))
+        throw Error("variant '" + variant + "' is not built into this binary (built: " + joined(built_variants()) + ")");
+    if (variant == "cpu") return std::make_unique<HostEngine>(net, "cpu", cpu_ops(), 1);
+#ifdef LENET5_HAVE_SIMD
+    if (variant == "avx" || variant == "omp") {
+        const HostOps* ops = simd_ops();
+        if (!ops) throw Error("variant '" + variant + "' needs a CPU with AVX2 and FMA; this one has neither (use --variant cpu)");
+        const int threads = variant == "avx" ? 1 : (request.threads > 0 ? request.threads : default_threads());
+        return std::make_unique<HostEngine>(net, variant, *ops, threads);
+    }
+#endif
+#ifdef LENET5_HAVE_OPENCL
+    return make_opencl_engine(net, variant, request.device, request.group, request.batch, request.conv_algo);
+#else
+    throw Error("variant '" + variant + "' is not built into this binary");
+#endif
+}
+
+}  // namespace lenet5

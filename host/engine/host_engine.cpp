@@ -1,0 +1,401 @@
+#include "engine/host_engine.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+#include "engine/preprocess.h"
+#ifdef LENET5_HAVE_OPENMP
+#include <omp.h>
+#endif
+
+namespace lenet5 {
+
+namespace {
+
+#ifdef LENET5_HAVE_OPENMP
+int thread_index() { return omp_get_thread_num(); }
+int thread_count() { return omp_get_num_threads(); }
+#else
+int thread_index() { return 0; }
+int thread_count() { return 1; }
+#endif
+
+// Part `part` of `n` items cut into `parts`: [first(part), first(part + 1)).
+int part_begin(int n, int part, int parts) { return static_cast<int>(static_cast<long long>(n) * part / parts); }
+
+}  // namespace
+
+HostEngine::HostEngine(Network net, std::string variant, const HostOps& ops, int threads)
+    : net_(std::move(net)), variant_(std::move(variant)), ops_(ops), threads_(std::max(1, threads)) {
+#ifndef LENET5_HAVE_OPENMP
+    threads_ = 1;
+#endif
+    params_.assign(net_.param_count, 0.0f);
+    velocity_.assign(net_.param_count, 0.0f);
+    grads_.assign(net_.param_count, 0.0f);
+    int largest = net_.input.size();
+    for (const auto& l : net_.layers) largest = std::max(largest, l.out.size());
+    scratch_.assign(static_cast<size_t>(threads_), std::vector<float>(2 * static_cast<size_t>(largest)));
+    acts_.resize(net_.layers.size() + 1);
+    tail_ = net_.layers.size();
+    while (tail_ > 0 && ops_.batched && ops_.batched(net_.layers[tail_ - 1])) --tail_;
+    for (size_t k = 0; k < net_.layers.size(); ++k) {
+        const LayerSpec& l = net_.layers[k];
+        if (!split_rows(k) && l.weight_count + l.bias_count > 0)
+            summed_.push_back({k, l.weight_offset, l.bias_offset + l.bias_count});  // weights, then biases
+    }
+    outer_layer_.assign(net_.layers.size(), 0);
+    for (auto& b : outer_) b.resize(net_.layers.size());
+    for (size_t k = tail_; k < net_.layers.size(); ++k) {
+        const LayerSpec& l = net_.layers[k];
+        if (!ops_.outer_grads || !ops_.sgd_outer || split_rows(k) || l.weight_count == 0) continue;
+        outer_layer_[k] = 1;
+        for (auto& b : outer_) {
+            b[k].x.resize(static_cast<size_t>(l.in.size()));
+            b[k].d.resize(static_cast<size_t>(l.out.size()));
+        }
+    }
+    part_grads_.assign(static_cast<size_t>(threads_ - 1), std::vector<float>(net_.param_count));
+    // Row blocks of multiples of 4 (the SIMD register blocks); part 0 always has rows.
+    for (size_t k = tail_; k < net_.layers.size(); ++k) {
+        const LayerSpec& l = net_.layers[k];
+        if (!split_rows(k)) {
+            slices_.resize(slices_.size() + static_cast<size_t>(threads_));  // no rows: not split
+            continue;
+        }
+        const int O = l.out.size(), I = l.in.size();
+        auto bound = [&](int part) { return std::min(O, (part_begin(O, part, threads_) + 3) / 4 * 4); };
+        for (int part = 0; part < threads_; ++part) {
+            Slice s;
+            s.o0 = bound(part);
+            s.rows = bound(part + 1) - s.o0;
+            s.spec.name = l.name;
+            s.spec.kind = LayerKind::FullyConnected;  // a dense conv (C5) is the same matrix
+            s.spec.activation = l.activation;
+            s.spec.in = {I, 1, 1};
+            s.spec.out = {s.rows, 1, 1};
+            s.spec.weight_offset = l.weight_offset + static_cast<size_t>(s.o0) * static_cast<size_t>(I);
+            s.spec.weight_count = static_cast<size_t>(s.rows) * static_cast<size_t>(I);
+            s.spec.bias_offset = l.bias_offset + static_cast<size_t>(s.o0);
+            s.spec.bias_count = static_cast<size_t>(s.rows);
+            slices_.push_back(std::move(s));
+        }
+    }
+    part_out_.resize(slices_.size());
+    part_d_.resize(static_cast<size_t>(threads_));
+    part_din_.resize(static_cast<size_t>(threads_));
+}
+
+std::string HostEngine::device() const {
+    return "host (" + std::to_string(threads_) + (threads_ == 1 ? " thread)" : " threads)");
+}
+
+double HostEngine::ms_since(Clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+void HostEngine::upload(Split split, const Dataset& data) { (split == Split::Train ? train_ : test_) = data; }
+
+void HostEngine::set_params(const std::vector<float>& params) {
+    check_param_count(net_, params, "parameter buffer");
+    params_ = params;
+    std::fill(velocity_.begin(), velocity_.end(), 0.0f);
+    velocity_outer_ = false;
+}
+
+void HostEngine::set_momentum_buffer(const std::vector<float>& velocity) {
+    check_param_count(net_, velocity, "momentum buffer");
+    velocity_ = velocity;
+    velocity_outer_ = false;
+}
+
+std::vector<float> HostEngine::momentum_buffer() {
+    materialize(velocity_outer_, velocity_buf_, velocity_);
+    return velocity_;
+}
+
+std::vector<float> HostEngine::gradients() {
+    materialize(grads_outer_, grads_buf_, grads_);
+    return grads_;
+}
+
+// Writes the outer-product layers' d x^T held in outer_[buf] into `into` (the gradients or the
+// velocity), if `pending` says they are held there only.
+void HostEngine::materialize(bool& pending, int buf, std::vector<float>& into) {
+    if (!pending) return;
+    for (size_t k = 0; k < net_.layers.size(); ++k)
+        if (outer_layer_[k])
+            ops_.outer_grads(net_.layers[k], outer_[buf][k].x.data(), outer_[buf][k].d.data(), into.data());
+    pending = false;
+}
+
+// body(id, nth) on T threads, or directly on this one when T is 1 (no parallel region:
+// a batch-1 step would otherwise pay for two per step). The body's barriers are then no-ops.
+template <class Body>
+void HostEngine::run_parts(int T, Body&& body) {
+    if (T <= 1) return body(0, 1);
+#pragma omp parallel num_threads(T)
+    body(thread_index(), thread_count());
+}
+
+void HostEngine::reserve(int count) {
+    if (count <= capacity_) return;
+    capacity_ = count;
+    const size_t n = static_cast<size_t>(count);
+    acts_[0].resize(n * static_cast<size_t>(net_.input.size()));
+    for (size_t k = 0; k < net_.layers.size(); ++k) acts_[k + 1].resize(n * static_cast<size_t>(net_.layers[k].out.size()));
+    dlogits_.resize(n * static_cast<size_t>(net_.classes));
+    losses_.resize(n);
+    hits_.resize(n);
+    for (size_t i = 0; i < slices_.size(); ++i) part_out_[i].resize(n * static_cast<size_t>(slices_[i].rows));
+    size_t in = 0, out = 0;
+    for (size_t k = tail_; k < net_.layers.size(); ++k) {
+        in = std::max(in, static_cast<size_t>(net_.layers[k].in.size()));
+        out = std::max(out, static_cast<size_t>(net_.layers[k].out.size()));
+    }
+    for (auto& d : part_d_) d.resize(n * out);
+    for (size_t part = 1; part < part_din_.size(); ++part) part_din_[part].resize(n * in);
+    dtail_.resize(net_.layers.size() - tail_);
+    for (size_t k = tail_; k < net_.layers.size(); ++k) dtail_[k - tail_].resize(n * static_cast<size_t>(net_.layers[k].in.size()));
+}
+
+// Samples [begin, end) of the batch through the layers before the tail.
+void HostEngine::forward_head(const Dataset& data, const int32_t* order, int first, int begin, int end) {
+    for (int s = begin; s < end; ++s) {
+        float* x = acts_[0].data() + static_cast<size_t>(s) * net_.input.size();
+        image_to_input(data.image(order ? order[first + s] : first + s), data.rows, data.cols, net_.input, x);
+        for (size_t k = 0; k < tail_; ++k) {
+            const LayerSpec& l = net_.layers[k];
+            ops_.forward(l, params_.data(), acts_[k].data() + static_cast<size_t>(s) * l.in.size(),
+                         acts_[k + 1].data() + static_cast<size_t>(s) * l.out.size());
+        }
+    }
+}
+
+void HostEngine::forward(Split split, int first, int count) {
+    const auto t0 = Clock::now();
+    const Dataset& data = split == Split::Train ? train_ : test_;
+    const int limit = split == Split::Train ? static_cast<int>(order_.size()) : data.count;
+    if (count <= 0 || first < 0 || first + count > limit)
+        throw Error("batch " + std::to_string(first) + "+" + std::to_string(count) + " is outside the " +
+                    (split == Split::Train ? "training order" : "test set"));
+    reserve(count);
+    count_ = count;
+    last_was_train_ = split == Split::Train;
+    const float scale = 1.0f / static_cast<float>(count);
+    const size_t L = net_.layers.size();
+    const int T = parts(count);
+    const int32_t* order = split == Split::Train ? order_.data() : nullptr;
+
+    run_parts(T, [&](const int id, const int nth) {
+        // A thread takes the parts id, id + nth, ... (all of them if it runs alone).
+        for (int part = id; part < T; part += nth)
+            forward_head(data, order, first, part_begin(count, part, T), part_begin(count, part + 1, T));
+        for (size_t k = tail_; k < L; ++k) {
+            const LayerSpec& l = net_.layers[k];
+            const size_t I = static_cast<size_t>(l.in.size()), O = static_cast<size_t>(l.out.size());
+            if (!split_rows(k)) {  // the part's samples (computed by this thread)
+                for (int part = id; part < T; part += nth) {
+                    const int b = part_begin(count, part, T), e = part_begin(count, part + 1, T);
+                    if (e > b)
+                        ops_.forward_batch(l, params_.data(), acts_[k].data() + static_cast<size_t>(b) * I,
+                                           acts_[k + 1].data() + static_cast<size_t>(b) * O, e - b);
+                }
+                continue;
+            }
+#pragma omp barrier
+            for (int part = id; part < T; part += nth) {
+                const Slice& sl = slice(k, part);
+                if (sl.rows == 0) continue;
+                float* out = part_out(k, part);
+                ops_.forward_batch(sl.spec, params_.data(), acts_[k].data(), out, count);
+                for (size_t s = 0; s < static_cast<size_t>(count); ++s)
+                    std::copy_n(out + s * static_cast<size_t>(sl.rows), sl.rows, acts_[k + 1].data() + s * O + static_cast<size_t>(sl.o0));
+            }
+#pragma omp barrier
+        }
+        for (int part = id; part < T; part += nth)
+            for (int s = part_begin(count, part, T); s < part_begin(count, part + 1, T); ++s) {
+                bool hit = false;
+                const int label = data.labels[static_cast<size_t>(order ? order[first + s] : first + s)];
+                losses_[static_cast<size_t>(s)] =
+                    sample_loss(net_.loss, acts_[L].data() + static_cast<size_t>(s) * net_.classes, net_.classes,
+                                label, scale, dlogits_.data() + static_cast<size_t>(s) * net_.classes, hit);
+                hits_[static_cast<size_t>(s)] = hit;
+            }
+    });
+    for (int s = 0; s < count; ++s) {  // in sample order, so the sum is deterministic
+        counters_.loss_sum += losses_[static_cast<size_t>(s)];
+        counters_.correct += hits_[static_cast<size_t>(s)];
+    }
+    counters_.samples += count;
+    times_.forward_ms += ms_since(t0);
+}
+
+int HostEngine::parts(int count) const {
+    for (size_t k = tail_; k < net_.layers.size(); ++k)
+        if (split_rows(k)) return threads_;
+    return std::min(threads_, count);
+}
+
+// Part `part`'s samples back through the layers before the tail, from `d`: [count][dsize],
+// dLoss/d(the tail's input); their gradients are added into g.
+void HostEngine::backward_head(int part, const float* d, size_t dsize, float* g) {
+    float* a = scratch_[static_cast<size_t>(part)].data();
+    float* b = a + scratch_[static_cast<size_t>(part)].size() / 2;
+    const int T = parts(count_);
+    for (int s = part_begin(count_, part, T); s < part_begin(count_, part + 1, T); ++s) {
+        std::copy_n(d + static_cast<size_t>(s) * dsize, dsize, a);
+        for (size_t k = tail_; k-- > 0;) {
+            const LayerSpec& l = net_.layers[k];
+            ops_.backward(l, params_.data(), acts_[k].data() + static_cast<size_t>(s) * l.in.size(),
+                          acts_[k + 1].data() + static_cast<size_t>(s) * l.out.size(), a, k ? b : nullptr, g);
+            std::swap(a, b);
+        }
+    }
+}
+
+void HostEngine::backward() {
+    const auto t0 = Clock::now();
+    if (!last_was_train_) throw Error("backward() needs a training forward() first");
+    const size_t L = net_.layers.size();
+    const int T = parts(count_);
+    auto grads_of = [&](int part) { return part > 0 ? part_grads_[static_cast<size_t>(part - 1)].data() : grads_.data(); };
+    // One sample on one part: the outer_layer_ layers keep their gradients as vectors, in the
+    // buffer that does not hold the velocity.
+    const bool outer = T == 1 && count_ == 1;
+    if (outer && velocity_outer_ && velocity_buf_ == grads_buf_) grads_buf_ ^= 1;
+    grads_outer_ = outer;
+
+    run_parts(T, [&](const int id, const int nth) {
+        for (int part = id; part < T; part += nth)
+            for (const auto& r : summed_)
+                if (!outer || !outer_layer_[r.layer]) std::fill(grads_of(part) + r.begin, grads_of(part) + r.end, 0.0f);
+        // d: [count][dsize], dLoss/d(the output of layer k), from the logits' down the tail.
+        const float* d = dlogits_.data();
+        size_t dsize = static_cast<size_t>(net_.classes);
+        for (size_t k = L; k-- > tail_;) {
+            const LayerSpec& l = net_.layers[k];
+            const size_t I = static_cast<size_t>(l.in.size()), O = static_cast<size_t>(l.out.size());
+            float* din = k > 0 ? dtail_[k - tail_].data() : nullptr;
+            if (!split_rows(k)) {  // the part's samples; backward_batch overwrites its output gradient, so a copy
+                for (int part = id; part < T; part += nth) {
+                    const int b = part_begin(count_, part, T), e = part_begin(count_, part + 1, T);
+                    if (e == b) continue;
+                    float* pd = part_d_[static_cast<size_t>(part)].data();
+                    std::copy(d + static_cast<size_t>(b) * O, d + static_cast<size_t>(e) * O, pd);
+                    const bool vectors = outer && outer_layer_[k];
+                    ops_.backward_batch(l, params_.data(), acts_[k].data() + static_cast<size_t>(b) * I,
+                                        acts_[k + 1].data() + static_cast<size_t>(b) * O, pd,
+                                        din ? din + static_cast<size_t>(b) * I : nullptr,
+                                        vectors ? nullptr : grads_of(part), e - b);
+                    if (vectors) {  // one sample: the gradient is d x^T
+                        Outer& v = outer_[grads_buf_][k];
+                        std::copy_n(acts_[k].data(), I, v.x.data());
+                        std::copy_n(pd, O, v.d.data());
+                    }
+                }
+            } else {
+#pragma omp barrier
+                const size_t count = static_cast<size_t>(count_);
+                for (int part = id; part < T; part += nth) {
+                    const Slice& sl = slice(k, part);
+                    if (sl.rows == 0) continue;
+                    const size_t rows = static_cast<size_t>(sl.rows);
+                    float* pd = part_d_[static_cast<size_t>(part)].data();
+                    for (size_t s = 0; s < count; ++s) std::copy_n(d + s * O + static_cast<size_t>(sl.o0), rows, pd + s * rows);
+                    float* pdin = !din ? nullptr : part == 0 ? din : part_din_[static_cast<size_t>(part)].data();
+                    if (ops_.backward_batch_set) {  // writes the rows' gradients: no zeroing pass over them
+                        ops_.backward_batch_set(sl.spec, params_.data(), acts_[k].data(), part_out(k, part), pd, pdin,
+                                                grads_.data(), count_);
+                    } else {
+                        std::fill_n(grads_.data() + sl.spec.weight_offset, sl.spec.weight_count, 0.0f);
+                        std::fill_n(grads_.data() + sl.spec.bias_offset, sl.spec.bias_count, 0.0f);
+                        ops_.backward_batch(sl.spec, params_.data(), acts_[k].data(), part_out(k, part), pd, pdin,
+                                            grads_.data(), count_);
+                    }
+                }
+                if (din) {
+#pragma omp barrier
+                    // The parts' shares of the input gradient, added in part order over each part's samples
+                    // (by the thread that runs that part's samples next).
+                    for (int part = id; part < T; part += nth)
+                        for (int s = part_begin(count_, part, T); s < part_begin(count_, part + 1, T); ++s)
+                            for (int from = 1; from < T; ++from) {
+                                if (slice(k, from).rows == 0) continue;
+                                const float* src = part_din_[static_cast<size_t>(from)].data() + static_cast<size_t>(s) * I;
+                                float* dst = din + static_cast<size_t>(s) * I;
+                                for (size_t i = 0; i < I; ++i) dst[i] += src[i];
+                            }
+                }
+            }
+            d = din;
+            dsize = I;
+        }
+        if (tail_ > 0)
+            for (int part = id; part < T; part += nth) backward_head(part, d, dsize, grads_of(part));
+    });
+    for (int part = 1; part < T; ++part)
+        for (const auto& r : summed_)
+            for (size_t i = r.begin; i < r.end; ++i) grads_[i] += grads_of(part)[i];
+    times_.backward_ms += ms_since(t0);
+}
+
+void HostEngine::set_gradients(const std::vector<float>& gradients) {
+    check_param_count(net_, gradients, "gradient buffer");
+    grads_ = gradients;
+    grads_outer_ = false;
+}
+
+void HostEngine::update(float lr, float momentum, float weight_decay) {
+    const auto t0 = Clock::now();
+    if (grads_outer_ && momentum == 0.0f && weight_decay == 0.0f) {
+        // v = g; p -= lr*v: the outer-product layers in one pass each, the rest as below.
+        for (const auto& r : summed_) {
+            if (outer_layer_[r.layer])
+                ops_.sgd_outer(net_.layers[r.layer], params_.data(), outer_[grads_buf_][r.layer].x.data(),
+                               outer_[grads_buf_][r.layer].d.data(), lr);
+            else
+                ops_.update(params_.data() + r.begin, velocity_.data() + r.begin, grads_.data() + r.begin,
+                            r.end - r.begin, lr, momentum, weight_decay);
+        }
+        velocity_outer_ = true;  // the velocity of those layers is now the gradient
+        velocity_buf_ = grads_buf_;
+        times_.update_ms += ms_since(t0);
+        return;
+    }
+    materialize(grads_outer_, grads_buf_, grads_);
+    materialize(velocity_outer_, velocity_buf_, velocity_);
+    const size_t n = params_.size();
+    // Threads only for a large buffer (a region costs more than LeNet-5's update); in
+    // parts of whole cache lines (16 floats), so no two threads write one line.
+    const int T = n >= kSplitWeights ? threads_ : 1;
+    run_parts(T, [&](const int id, const int nth) {
+    for (int part = id; part < T; part += nth) {
+        const size_t begin = n * static_cast<size_t>(part) / static_cast<size_t>(T) / 16 * 16;
+        const size_t end = part + 1 == T ? n : n * static_cast<size_t>(part + 1) / static_cast<size_t>(T) / 16 * 16;
+        ops_.update(params_.data() + begin, velocity_.data() + begin, grads_.data() + begin, end - begin, lr, momentum,
+                    weight_decay);
+    }
+    });
+    times_.update_ms += ms_since(t0);
+}
+
+Counters HostEngine::take_counters() {
+    Counters c = counters_;
+    counters_ = {};
+    return c;
+}
+
+PhaseTimes HostEngine::take_times() {
+    PhaseTimes t = times_;
+    times_ = {};
+    return t;
+}
+
+std::vector<float> HostEngine::layer_output(size_t layer) {
+    const size_t n = static_cast<size_t>(count_) * net_.layers.at(layer).out.size();
+    return std::vector<float>(acts_[layer + 1].begin(), acts_[layer + 1].begin() + static_cast<std::ptrdiff_t>(n));
+}
+
+}  // namespace lenet5

@@ -1,0 +1,121 @@
+// The engine of the host variants (cpu, avx, omp): the batch loop over a table
+// of per-sample layer operations, optionally spread over threads.
+#pragma once
+#include <chrono>
+#include <utility>
+#include <vector>
+
+#include "engine/engine.h"
+#include "host_ops.h"
+
+namespace lenet5 {
+
+class HostEngine : public Engine {
+public:
+    // threads > 1 cuts the work into parts, one per thread. Part p takes a contiguous
+    // slice of the batch, with its own gradient buffer (the buffers are summed in part
+    // order), and runs it one sample at a time through the network, except the tail of
+    // layers the ops batch (HostOps::batched), which it runs over the whole slice at once.
+    // A tail layer with a large matrix (kSplitWeights) is instead split by rows: part p
+    // runs a block of its rows over the whole batch and writes those rows' gradients into
+    // the shared buffer (one copy of a large gradient, not one per thread); the parts'
+    // shares of its input gradient are summed in part order. So a run is deterministic
+    // for a given thread count.
+    HostEngine(Network net, std::string variant, const HostOps& ops, int threads);
+
+    std::string variant() const override { return variant_; }
+    std::string device() const override;
+    std::string platform() const override { return "host"; }
+
+    void upload(Split split, const Dataset& data) override;
+    void set_params(const std::vector<float>& params) override;
+    std::vector<float> params() override { return params_; }
+    void set_momentum_buffer(const std::vector<float>& velocity) override;
+    std::vector<float> momentum_buffer() override;
+    void set_order(const std::vector<int32_t>& order) override { order_ = order; }
+
+    void forward(Split split, int first, int count) override;
+    void backward() override;
+    void update(float lr, float momentum, float weight_decay) override;
+
+    Counters take_counters() override;
+    PhaseTimes take_times() override;
+
+    std::vector<float> layer_output(size_t layer) override;
+    std::vector<float> gradients() override;
+    void set_gradients(const std::vector<float>& gradients) override;
+
+private:
+    using Clock = std::chrono::steady_clock;
+    static double ms_since(Clock::time_point t0);
+    void reserve(int count);
+    void forward_head(const Dataset& data, const int32_t* order, int first, int begin, int end);
+    void backward_head(int part, const float* d, size_t dsize, float* g);
+    template <class Body>
+    void run_parts(int T, Body&& body);
+    void materialize(bool& pending, int buf, std::vector<float>& into);
+
+    // Rows [o0, o0 + rows) of a split tail layer, as a fully connected layer of its own.
+    struct Slice {
+        LayerSpec spec;
+        int o0 = 0, rows = 0;
+    };
+    // A tail layer is split by rows from this many weights on (24 MB for 6.4 M, the CNN's F1;
+    // LeNet-5's and the MLP's are below): per-thread copies of such a gradient cost more
+    // memory traffic than the threads win, and its work per sample dwarfs a barrier.
+    static constexpr size_t kSplitWeights = size_t{1} << 20;
+    bool split_rows(size_t k) const { return k >= tail_ && net_.layers[k].weight_count >= kSplitWeights && threads_ > 1; }
+    int parts(int count) const;
+    const Slice& slice(size_t k, int part) const { return slices_[(k - tail_) * static_cast<size_t>(threads_) + static_cast<size_t>(part)]; }
+    float* part_out(size_t k, int part) { return part_out_[(k - tail_) * static_cast<size_t>(threads_) + static_cast<size_t>(part)].data(); }
+
+    Network net_;
+    std::string variant_;
+    const HostOps& ops_;
+    int threads_;
+
+    std::vector<float> params_, velocity_, grads_;
+    std::vector<std::vector<float>> part_grads_;  // parts 1..: gradients (part 0 adds into grads_)
+    struct Range {
+        size_t layer, begin, end;
+    };
+    std::vector<Range> summed_;  // the parameter ranges of layers not split
+
+    // One-sample steps (batch 1, one part): a tail layer's gradient is the outer product
+    // d x^T, kept as its two vectors (outer_[buffer][layer]) instead of being written into
+    // grads_; update() without momentum and weight decay applies it in one pass over the
+    // weights (HostOps::sgd_outer), so the 159k gradients of the MLP are neither zeroed,
+    // written nor read. grads_ (and velocity_, which such an update sets to the gradient)
+    // are written from the vectors only when asked for, or before another kind of update.
+    // Bit for bit the same parameters, gradients and velocity as the written path.
+    struct Outer {
+        std::vector<float> x, d;
+    };
+    std::vector<char> outer_layer_;               // per layer: may keep its gradient as vectors
+    std::vector<Outer> outer_[2];                 // [buffer][layer]
+    int grads_buf_ = 0, velocity_buf_ = 0;        // which buffer holds the gradient / the velocity
+    bool grads_outer_ = false, velocity_outer_ = false;  // their outer_layer_ ranges are in outer_
+    std::vector<std::vector<float>> scratch_;     // per part: two layer-sized buffers
+    size_t tail_ = 0;                             // layers tail_.. run batched, split by rows
+    std::vector<Slice> slices_;                   // [tail layer][part]
+    std::vector<std::vector<float>> part_out_;    // [tail layer][part]: its rows' outputs, [count][rows]
+    std::vector<std::vector<float>> part_d_;      // per part: its samples' or rows' output gradient of a tail layer
+    std::vector<std::vector<float>> part_din_;    // parts 1..: their share of a layer's input gradient
+    // Per tail layer: its input gradient, [count][size]. One buffer each, not a ping-pong
+    // pair: parts run through the tail without barriers, so a part's rows of layer k-2's
+    // (larger) input gradient would overlap the rows of layer k's that another part still reads.
+    std::vector<std::vector<float>> dtail_;
+    // acts_[0] is the input, acts_[k+1] layer k's output; [capacity][size] each.
+    std::vector<std::vector<float>> acts_;
+    std::vector<float> dlogits_, losses_;
+    std::vector<uint8_t> hits_;
+    int capacity_ = 0, count_ = 0;
+    bool last_was_train_ = false;
+
+    Dataset train_, test_;
+    std::vector<int32_t> order_;
+    Counters counters_;
+    PhaseTimes times_;
+};
+
+}  // namespace lenet5

@@ -1,0 +1,61 @@
+// What every host variant does at the two ends of the network: turning an MNIST
+// image into the input tensor, and the loss of the outputs (softmax cross-entropy of
+// the logits, or the squared error against the one-hot label).
+// The OpenCL kernels do the same arithmetic in cl_kernels/.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "model/network.h"
+
+namespace lenet5 {
+
+// A rows x cols byte image, centred in the input's h x w (one channel), pixels
+// scaled to [-1, 1] (p / 127.5 - 1), padding at -1 (the background).
+inline void image_to_input(const uint8_t* image, int rows, int cols, const Shape& input, float* out) {
+    const int top = (input.h - rows) / 2, left = (input.w - cols) / 2;
+    for (int i = 0; i < input.h * input.w; ++i) out[i] = -1.0f;
+    for (int y = 0; y < rows; ++y)
+        for (int x = 0; x < cols; ++x)
+            out[(top + y) * input.w + left + x] = static_cast<float>(image[y * cols + x]) / 127.5f - 1.0f;
+}
+
+// Softmax cross-entropy of one sample. Writes dLoss/dlogits scaled by `scale`
+// (1/batch for a mean loss), returns the loss; `correct` when the arg-max is the label
+// (the first maximum wins ties).
+inline float softmax_cross_entropy(const float* logits, int n, int label, float scale, float* dlogits,
+                                   bool& correct) {
+    int best = 0;
+    for (int k = 1; k < n; ++k)
+        if (logits[k] > logits[best]) best = k;
+    const float mx = logits[best];
+    float sum = 0.0f;
+    for (int k = 0; k < n; ++k) sum += std::exp(logits[k] - mx);
+    for (int k = 0; k < n; ++k)
+        dlogits[k] = scale * (std::exp(logits[k] - mx) / sum - (k == label ? 1.0f : 0.0f));
+    correct = best == label;
+    return std::log(sum) - (logits[label] - mx);
+}
+
+// 0.5 * sum_k (y_k - t_k)^2 against the one-hot label t; writes scale * (y - t).
+inline float squared_error(const float* y, int n, int label, float scale, float* dy, bool& correct) {
+    int best = 0;
+    float loss = 0.0f;
+    for (int k = 0; k < n; ++k) {
+        if (y[k] > y[best]) best = k;
+        const float e = y[k] - (k == label ? 1.0f : 0.0f);
+        loss += 0.5f * e * e;
+        dy[k] = scale * e;
+    }
+    correct = best == label;
+    return loss;
+}
+
+// The network's loss of one sample's outputs.
+inline float sample_loss(Loss loss, const float* outputs, int n, int label, float scale, float* doutputs,
+                         bool& correct) {
+    return loss == Loss::SquaredError ? squared_error(outputs, n, label, scale, doutputs, correct)
+                                      : softmax_cross_entropy(outputs, n, label, scale, doutputs, correct);
+}
+
+}  // namespace lenet5

@@ -1,0 +1,47 @@
+// Model files (models/*.net): a network and its recommended training settings as a short
+// text, one layer a line. The format, by example (models/lenet5.net has every feature):
+//
+//   # a comment runs to the end of the line
+//   model  mlp                          the name
+//   input  1x28x28                      channels x height x width (MNIST images, centred)
+//   conv   C1 maps=32 kernel=5 stride=1 pad=2 act=relu [table]
+//   maxpool P1 window=2 [stride=2] [act=none]        (avgpool alike)
+//   subsample S2 window=2 act=tanh      LeCun's trainable subsampling
+//   fc     F1 units=200 act=sigmoid     activations: none, tanh, sigmoid, relu
+//   loss   squared                      or softmax (the default; the last layer then has act=none)
+//   train  batch=1 lr=0.1 lr-decay=1 momentum=0 weight-decay=0 epochs=1
+//
+// A conv line ending in `table` is followed by one row per input map, one column per
+// output map: `X` where the output map reads the input map, `.` where it does not.
+#pragma once
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/network.h"
+
+namespace lenet5 {
+
+// The `train` line: each setting the file gives (command-line flags still override).
+struct TrainRecipe {
+    std::optional<int> batch, epochs;
+    std::optional<float> lr, lr_decay, momentum, weight_decay;
+};
+
+struct Model {
+    Network net;
+    TrainRecipe recipe;
+    std::string text;  // the file as read, kept in checkpoints so `eval` rebuilds the network
+};
+
+// Throws Error "<source>:<line>: <what is wrong>" for anything malformed.
+Model parse_model(const std::string& text, const std::string& source);
+
+// The models built into the binary (models/*.net, embedded at build time): name and text.
+const std::vector<std::pair<std::string, std::string>>& builtin_models();
+
+// A built-in model's name (lenet5, mlp, cnn), else a path to a model file.
+Model load_model(const std::string& name_or_path);
+
+}  // namespace lenet5

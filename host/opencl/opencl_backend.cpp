@@ -1,0 +1,72 @@
+// Which OpenCL engine a network gets, and its work-group size.
+#include <algorithm>
+#include <cstdlib>
+#include <iostream>
+
+#include "opencl/opencl_backend.h"
+#include "opencl/opencl_batch_engine.h"
+#include "opencl/opencl_engine.h"
+#include "opencl/opencl_program.h"
+#include "opencl/tuning_cache.h"
+
+namespace lenet5 {
+namespace {
+
+// Whether the per-sample engine runs `net` on `dev` with `memory` at its default work-group
+// size: sample_program() accepts the network's form, and what the variant keeps in __local or
+// __constant memory (a sample's work area and the pairs' parameters) fits the device.
+bool per_sample_fits(const Network& net, MemoryVariant memory, const OpenCLDevice& dev) {
+    return cl_checked([&] {
+        const cl::Device& d = dev.device;
+        const size_t limit = std::min(d.getInfo<CL_DEVICE_MAX_WORK_GROUP_SIZE>(), d.getInfo<CL_DEVICE_MAX_WORK_ITEM_SIZES>()[0]);
+        int group = 1;
+        while (group * 2 <= static_cast<int>(std::min<size_t>(256, limit))) group *= 2;
+        const int grad_params = std::min(32, group);
+        if (!sample_refusal(net).empty()) return false;
+        const DeviceLayout layout(net, d.getInfo<CL_DEVICE_MEM_BASE_ADDR_ALIGN>() / (8 * sizeof(float)));
+        const SampleProgram sample =
+            sample_program(net, layout, group, std::min(group, 32), grad_params, group / grad_params);
+        const size_t work = std::max(sample.forward_work, sample.backward_work);
+        if (memory == MemoryVariant::Local)
+            return (work + sample.run_floats) * sizeof(float) <= d.getInfo<CL_DEVICE_LOCAL_MEM_SIZE>();
+        if (memory == MemoryVariant::Constant)
+            return sample.run_floats * sizeof(float) <= d.getInfo<CL_DEVICE_MAX_CONSTANT_BUFFER_SIZE>();
+        return true;
+    });
+}
+
+}  // namespace
+
+std::unique_ptr<Engine> make_opencl_engine(const Network& net, const std::string& variant, int device, int group,
+                                           int batch, conv::ConvAlgo conv_algo) {
+    MemoryVariant memory;
+    if (variant == "gpu") memory = MemoryVariant::Global;
+    else if (variant == "gpu-constant") memory = MemoryVariant::Constant;
+    else if (variant == "gpu-local") memory = MemoryVariant::Local;
+    else throw Error("'" + variant + "' is not an OpenCL variant");
+    const OpenCLDevice dev = select_opencl_device(device);
+    // LENET5_OPENCL_PATH=batch|sample forces one path, for experiments and comparisons.
+    const char* env = std::getenv("LENET5_OPENCL_PATH");
+    const std::string path = env ? env : "";
+    if (!path.empty() && path != "batch" && path != "sample")
+        throw Error("LENET5_OPENCL_PATH is '" + path + "'; it takes batch or sample");
+    if (path == "batch" || (path.empty() && !per_sample_fits(net, memory, dev)))
+        return std::make_unique<OpenCLBatchEngine>(net, memory, dev, conv_algo);
+    std::string origin = group ? "--group" : "default";
+    if (!group && batch > 0) {
+        // A broken cache costs the tuning, not the run.
+        const std::string cache = default_tuning_path();
+        try {
+            const TuningKey key{dev.platform_name, dev.name, dev.driver, variant, batch, net.name};
+            if (const auto tuned = find_tuned_group(read_tuning(cache), key)) {
+                group = *tuned;
+                origin = "tuned";
+            }
+        } catch (const Error& e) {
+            std::cerr << "lenet5: warning: " << e.what() << "; using the default work-group size\n";
+        }
+    }
+    return std::make_unique<OpenCLEngine>(net, memory, dev, group, origin);
+}
+
+}  // namespace lenet5

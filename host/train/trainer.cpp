@@ -1,0 +1,214 @@
+#include "train/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "io/checkpoint.h"
+#include "common/error.h"
+#include "io/mnist.h"
+#include "train/mpi_world.h"
+#include "common/rng.h"
+
+namespace lenet5 {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+// Test passes use larger batches than training: there is no update between them.
+constexpr int kEvalBatch = 1000;
+// The loss is checked for NaN/inf every this many steps: a short wait for the
+// device that also keeps the progress bar honest on a queued GPU.
+constexpr int kCheckEvery = 50;
+
+// The shuffle of each epoch depends only on the seed and the epoch number, so a
+// resumed run sees the same orders as a straight one.
+uint64_t epoch_rng_state(uint64_t seed, int epoch) {
+    return seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch);
+}
+
+// Step decay per epoch: the rate of epoch e is lr * lr_decay^(e-1). It depends on
+// the epoch number alone, so resuming needs no extra state.
+float epoch_lr(const TrainSettings& o, int epoch) {
+    return o.lr * static_cast<float>(std::pow(static_cast<double>(o.lr_decay), epoch - 1));
+}
+
+void add(Counters& total, const Counters& c) {
+    total.loss_sum += c.loss_sum;
+    total.correct += c.correct;
+    total.samples += c.samples;
+}
+}  // namespace
+
+EvalResult evaluate(Engine& engine, const Network& net, const Dataset& test_set, bool confusion) {
+    EvalResult r;
+    const size_t classes = static_cast<size_t>(net.classes);
+    if (confusion) r.confusion.assign(classes, std::vector<int64_t>(classes, 0));
+    engine.take_counters();
+    for (int first = 0; first < test_set.count; first += kEvalBatch) {
+        const int count = std::min(kEvalBatch, test_set.count - first);
+        engine.forward(Split::Test, first, count);
+        if (!confusion) continue;
+        const std::vector<float> logits = engine.layer_output(net.layers.size() - 1);
+        for (int s = 0; s < count; ++s) {
+            const float* z = logits.data() + static_cast<size_t>(s) * classes;
+            size_t best = 0;  // the first maximum, as the engines count it
+            for (size_t k = 1; k < classes; ++k)
+                if (z[k] > z[best]) best = k;
+            ++r.confusion[test_set.labels[static_cast<size_t>(first + s)]][best];
+        }
+    }
+    const Counters c = engine.take_counters();
+    r.samples = static_cast<int>(c.samples);
+    r.loss = c.samples ? c.loss_sum / static_cast<double>(c.samples) : 0.0;
+    r.accuracy = c.samples ? static_cast<double>(c.correct) / static_cast<double>(c.samples) : 0.0;
+    return r;
+}
+
+void check_classes(const Network& net, const Dataset& data, const std::string& source) {
+    uint8_t top = 0;
+    for (uint8_t label : data.labels) top = std::max(top, label);
+    if (!data.labels.empty() && top >= net.classes)
+        throw Error("model " + net.name + " has " + std::to_string(net.classes) + " outputs, but " + source +
+                    " has labels up to " + std::to_string(top));
+}
+
+TrainSettings resolve_settings(const TrainOptions& o, const TrainRecipe& recipe) {
+    TrainSettings s;
+    s.epochs = o.epochs.value_or(recipe.epochs.value_or(s.epochs));
+    s.batch = o.batch.value_or(recipe.batch.value_or(s.batch));
+    s.lr = o.lr.value_or(recipe.lr.value_or(s.lr));
+    s.lr_decay = o.lr_decay.value_or(recipe.lr_decay.value_or(s.lr_decay));
+    s.momentum = o.momentum.value_or(recipe.momentum.value_or(s.momentum));
+    s.weight_decay = o.weight_decay.value_or(recipe.weight_decay.value_or(s.weight_decay));
+    s.seed = o.seed;
+    return s;
+}
+
+TrainResult train(const TrainOptions& o, const TrainObserver& observer) {
+    Checkpoint resume;
+    Model model;
+    if (o.resume_path.empty()) {
+        model = load_model(o.model.empty() ? "lenet5" : o.model);
+    } else {
+        resume = load_checkpoint(o.resume_path);
+        model = o.model.empty() ? checkpoint_model(resume, o.resume_path) : load_model(o.model);
+        check_network(resume, model.net, o.resume_path);
+    }
+    const Network& net = model.net;
+    TrainSettings opt = resolve_settings(o, model.recipe);
+    if (!o.resume_path.empty()) {
+        opt.seed = resume.seed;  // the shuffles must continue as they began
+        if (static_cast<int>(resume.epoch) >= opt.epochs)
+            throw Error(o.resume_path + ": checkpoint has already trained " + std::to_string(resume.epoch) +
+                        " epochs; --epochs " + std::to_string(opt.epochs) + " asks for no more");
+    }
+    // The engine first: a bad --variant or --device is reported before the data loads.
+    EngineRequest request = o.engine;
+    request.batch = opt.batch;  // the OpenCL variants' tuned work-group size is per batch
+    auto engine = distribute(make_engine(net, request));
+    if (o.kernel_profile) engine->profile_kernels();
+    const std::string dir = resolve_data_dir(o.data_dir, o.dataset);
+    const Dataset train_set = load_mnist(dir, Split::Train, o.train_limit);
+    const Dataset test_set = load_mnist(dir, Split::Test, o.test_limit);
+    check_classes(net, train_set, dir);
+    check_classes(net, test_set, dir);
+    engine->upload(Split::Train, train_set);
+    engine->upload(Split::Test, test_set);
+    int first_epoch = 1, first_step = 0;
+    if (o.resume_path.empty()) {
+        engine->set_params(init_params(net, opt.seed));
+    } else {
+        engine->set_params(resume.params);
+        engine->set_momentum_buffer(resume.velocity);
+        first_epoch = static_cast<int>(resume.epoch) + 1;
+        first_step = static_cast<int>(resume.step);
+    }
+
+    TrainResult result;
+    result.info = {net.name,      opt, engine->variant(), engine->device(), engine->platform(), train_set.count,
+                   test_set.count, first_epoch};
+    if (observer.on_start) observer.on_start(result.info);
+
+    auto save = [&](int epochs_done, int steps_done) {
+        if (o.save_path.empty() || !mpi_world().root()) return;
+        Checkpoint c;
+        c.network_hash = net.hash();
+        c.network_description = net.describe();
+        c.model_text = model.text;
+        c.epoch = static_cast<uint32_t>(epochs_done);
+        c.step = static_cast<uint32_t>(steps_done);
+        c.seed = opt.seed;
+        c.rng_state = epoch_rng_state(opt.seed, epochs_done + 1);
+        c.batch = static_cast<uint32_t>(opt.batch);
+        c.lr = opt.lr;
+        c.momentum = opt.momentum;
+        c.params = engine->params();
+        c.velocity = engine->momentum_buffer();
+        save_checkpoint(o.save_path, c);
+    };
+
+    const int steps = (train_set.count + opt.batch - 1) / opt.batch;
+    if (first_step >= steps) {  // interrupted after the last step of an epoch
+        ++first_epoch;
+        first_step = 0;
+    }
+    for (int epoch = first_epoch; epoch <= opt.epochs; ++epoch) {
+        engine->take_times();
+        engine->take_kernel_times();
+        engine->take_counters();
+        const auto t0 = Clock::now();
+        Rng rng(epoch_rng_state(opt.seed, epoch));
+        engine->set_order(shuffled_order(train_set.count, rng));
+        const float lr = epoch_lr(opt, epoch);
+        Counters total;
+        for (int step = epoch == first_epoch ? first_step : 0; step < steps; ++step) {
+            const int first = step * opt.batch;
+            engine->forward(Split::Train, first, std::min(opt.batch, train_set.count - first));
+            engine->backward();
+            engine->update(lr, opt.momentum, opt.weight_decay);
+            if ((step + 1) % kCheckEvery == 0 || step + 1 == steps) {
+                const Counters c = engine->take_counters();
+                if (!std::isfinite(c.loss_sum))
+                    throw Error("training diverged in epoch " + std::to_string(epoch) + " by step " +
+                                std::to_string(step + 1) + " (the loss is not finite); the last checkpoint is kept" +
+                                "; try a smaller --lr");
+                add(total, c);
+            }
+            if (observer.on_step) observer.on_step(epoch, step + 1, steps);
+            if (const int sig = observer.stop_requested ? observer.stop_requested() : 0) {
+                engine->take_counters();
+                save(epoch - 1, step + 1);
+                result.stopped_by = sig;
+                result.stopped_epoch = epoch;
+                result.stopped_step = step + 1;
+                result.params = engine->params();
+                return result;
+            }
+        }
+        EpochResult r;
+        r.epoch = epoch;
+        r.wall_ms = ms_since(t0);
+        r.times = engine->take_times();
+        r.workers = engine->take_worker_times();
+        r.kernels = engine->take_kernel_times();
+        r.steps = steps - (epoch == first_epoch ? first_step : 0);
+        r.train_loss = total.loss_sum / static_cast<double>(total.samples);
+        r.train_accuracy = static_cast<double>(total.correct) / static_cast<double>(total.samples);
+        save(epoch, 0);
+        const auto t1 = Clock::now();
+        const EvalResult test = evaluate(*engine, net, test_set, false);
+        r.eval_ms = ms_since(t1);
+        r.test_loss = test.loss;
+        r.test_accuracy = test.accuracy;
+        engine->take_times();  // the test pass is not part of the epoch's phases
+        engine->take_kernel_times();
+        result.epochs.push_back(r);
+        if (observer.on_epoch) observer.on_epoch(r);
+    }
+    result.params = engine->params();
+    return result;
+}
+
+}  // namespace lenet5
