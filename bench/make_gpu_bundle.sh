@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds what a lent GPU machine needs to run lenet5 (it has an OpenCL loader, PoCL and NVIDIA's
+# driver, but no OpenCL headers and few of our libraries) into one folder small enough to carry:
+#   bench/make_gpu_bundle.sh [SOURCE_DIR [OUT_DIR]]     (defaults: this checkout, build-gpu)
+# OUT_DIR/lenet5, OUT_DIR/lib/ (the shared libraries it links beyond glibc, libstdc++ and the
+# OpenCL loader: run it with LD_LIBRARY_PATH=OUT_DIR/lib) and OUT_DIR/mnist/*.gz. Built without
+# OpenBLAS (35 MB; only the host variants' inference uses it), MPI, tests and benchmarks.
+set -euo pipefail
+src=$(realpath "${1:-$(dirname "$0")/..}")
+out=$(realpath -m "${2:-$src/build-gpu}")
+cmake -S "$src" -B "$out/build" -DCMAKE_BUILD_TYPE=Release -DLENET5_OPENBLAS=OFF -DLENET5_MPI=OFF \
+      -DLENET5_TESTS=OFF -DLENET5_BENCH=OFF >/dev/null
+cmake --build "$out/build" -j "$(nproc)" --target lenet5
+cp "$out/build/lenet5" "$out/lenet5"
+mkdir -p "$out/lib" "$out/mnist"
+ldd "$out/lenet5" | awk '/=> \//{print $3}' |
+    grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|libOpenCL|ld-linux[^/]*)\.so' |
+    while read -r lib; do cp -L "$lib" "$out/lib/"; done
+data="${LENET5_DATA:-$src/data/mnist}"
+for f in "$data"/*-ubyte*; do
+    name=$(basename "$f" .gz)
+    [[ -f "$out/mnist/$name.gz" ]] || { [[ $f == *.gz ]] && cp "$f" "$out/mnist/" || gzip -c "$f" > "$out/mnist/$name.gz"; }
+done
+du -sh "$out/lenet5" "$out/lib" "$out/mnist"
