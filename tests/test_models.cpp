@@ -30,7 +30,7 @@ const std::string kHead = "model m\ninput 1x28x28\n";
 }  // namespace
 
 TEST(Models, BuiltInModelsHaveTheSeedsShapes) {
-    ASSERT_EQ(builtin_models().size(), 3u);
+    ASSERT_EQ(builtin_models().size(), 4u);
     EXPECT_EQ(builtin_models()[0].first, "lenet5");  // the default comes first
 
     const Network mlp = load_model("mlp").net;
@@ -208,7 +208,7 @@ TEST(ModelsCli, BadModelsAndDataSetsGetOneLineErrors) {
     EXPECT_EQ(r.err, "lenet5: error: " + bad + ":3: units: 'ten' is not a whole number\n");
     r = run_cli("train --model resnet");
     EXPECT_EQ(r.status, 2);
-    EXPECT_NE(r.err.find("'resnet' is not a built-in model (lenet5, mlp, cnn)"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("'resnet' is not a built-in model (lenet5, mlp, cnn, vgg)"), std::string::npos) << r.err;
     r = run_cli("train --dataset cifar");
     EXPECT_EQ(r.status, 2);
     EXPECT_NE(r.err.find("'cifar' is not a data set (mnist, fashion)"), std::string::npos) << r.err;

@@ -41,7 +41,7 @@ Model parse_model(const std::string& text, const std::string& source);
 // The models built into the binary (models/*.net, embedded at build time): name and text.
 const std::vector<std::pair<std::string, std::string>>& builtin_models();
 
-// A built-in model's name (lenet5, mlp, cnn), else a path to a model file.
+// A built-in model's name (lenet5, mlp, cnn, vgg), else a path to a model file.
 Model load_model(const std::string& name_or_path);
 
 }  // namespace lenet5
