@@ -142,24 +142,19 @@ TEST(ConvTuning, StoresReplacesAndReadsBack) {
 class OpenCLConvTest : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
-        device_ = new OpenCLDevice(select_opencl_device(-1));
-        context_ = new cl::Context(device_->device);
-        queue_ = new cl::CommandQueue(*context_, device_->device, CL_QUEUE_PROFILING_ENABLE);
-        conv_ = new OpenCLConv(*context_, device_->device, *queue_);
+        rt_ = new std::shared_ptr<DeviceRuntime>(std::make_shared<DeviceRuntime>(select_opencl_device(-1)));
+        conv_ = new OpenCLConv(*rt_);
     }
     static void TearDownTestSuite() {
         delete conv_;
-        delete queue_;
-        delete context_;
-        delete device_;
+        delete rt_;
     }
 
     static cl::Buffer upload(const std::vector<float>& v) {
-        return cl::Buffer(*context_, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, v.size() * sizeof(float),
-                          const_cast<float*>(v.data()));
+        return (*rt_)->buffer(v.data(), v.size() * sizeof(float), CL_MEM_READ_WRITE);
     }
     static void download(const cl::Buffer& b, std::vector<float>& v) {
-        queue_->enqueueReadBuffer(b, CL_TRUE, 0, v.size() * sizeof(float), v.data());
+        (*rt_)->read(b, v.data(), v.size() * sizeof(float));
     }
 
     static Results device_results(ConvAlgo algo, const ConvShape& s, const Tensors& t, Activation act) {
@@ -190,14 +185,10 @@ protected:
         }
     }
 
-    static OpenCLDevice* device_;
-    static cl::Context* context_;
-    static cl::CommandQueue* queue_;
+    static std::shared_ptr<DeviceRuntime>* rt_;
     static OpenCLConv* conv_;
 };
-OpenCLDevice* OpenCLConvTest::device_ = nullptr;
-cl::Context* OpenCLConvTest::context_ = nullptr;
-cl::CommandQueue* OpenCLConvTest::queue_ = nullptr;
+std::shared_ptr<DeviceRuntime>* OpenCLConvTest::rt_ = nullptr;
 OpenCLConv* OpenCLConvTest::conv_ = nullptr;
 
 TEST_F(OpenCLConvTest, DirectMatchesReference) { check(ConvAlgo::Direct); }
@@ -252,14 +243,15 @@ TEST_F(OpenCLConvTest, AutoTakesTheChosenOrTunedAlgorithm) {
     const std::string path = temp_path("auto.tsv");
     std::remove(path.c_str());
     const ConvShape tuned_shape = kShapes[1];
-    store_conv_tuning(path, {device_->platform_name, device_->name, device_->driver, tuned_shape.describe(),
+    const OpenCLDevice& device = (*rt_)->device();
+    store_conv_tuning(path, {device.platform_name, device.name, device.driver, tuned_shape.describe(),
                              ConvAlgo::Im2col, 1.0});
-    store_conv_tuning(path, {device_->platform_name, device_->name, device_->driver, kShapes[3].describe(),
+    store_conv_tuning(path, {device.platform_name, device.name, device.driver, kShapes[3].describe(),
                              ConvAlgo::Own, 1.0});
     const char* before = std::getenv("LENET5_CONV_TUNING");
     const std::string saved = before ? before : "";
     setenv("LENET5_CONV_TUNING", path.c_str(), 1);
-    const OpenCLConv tuned(*context_, device_->device, *queue_);
+    const OpenCLConv tuned(*rt_);
     if (before) setenv("LENET5_CONV_TUNING", saved.c_str(), 1);
     else unsetenv("LENET5_CONV_TUNING");
     EXPECT_EQ(tuned.resolve(ConvAlgo::Auto, tuned_shape), ConvAlgo::Im2col);

@@ -29,7 +29,7 @@ class ConvEngine : public ::testing::TestWithParam<conv::ConvAlgo> {};
 
 TEST_P(ConvEngine, MatchesCpu) {
     const Network net = conv_network();
-    OpenCLBatchEngine engine(net, MemoryVariant::Local, select_opencl_device(-1), GetParam());
+    OpenCLBatchEngine engine(net, MemoryVariant::Local, std::make_shared<DeviceRuntime>(select_opencl_device(-1)), GetParam());
     for (int batch : {1, 4}) test::expect_matches_cpu(engine, net, batch);
 }
 
@@ -40,7 +40,7 @@ INSTANTIATE_TEST_SUITE_P(Algorithms, ConvEngine, ::testing::Values(conv::ConvAlg
 
 TEST(ConvEngineClblast, IsRefusedWithAClearError) {
     const Network net = conv_network();
-    OpenCLBatchEngine engine(net, MemoryVariant::Local, select_opencl_device(-1), conv::ConvAlgo::CLBlast);
+    OpenCLBatchEngine engine(net, MemoryVariant::Local, std::make_shared<DeviceRuntime>(select_opencl_device(-1)), conv::ConvAlgo::CLBlast);
     engine.upload(Split::Train, random_dataset(4, 1));
     engine.set_order({0, 1, 2, 3});
     try {
@@ -55,14 +55,15 @@ TEST(ConvEngineClblast, IsRefusedWithAClearError) {
 // (tune --conv found them fastest), one tuned `direct` runs OpenCLConv's direct kernels.
 TEST(ConvEngineAuto, FollowsTheTunedAlgorithmOwnIncluded) {
     const Network net = conv_network();
-    const OpenCLDevice device = select_opencl_device(-1);
+    const auto rt = std::make_shared<DeviceRuntime>(select_opencl_device(-1));
+    const OpenCLDevice& device = rt->device();
     const std::string cache = (std::filesystem::temp_directory_path() /
                                ("lenet5-conv-engine-" + std::to_string(::getpid()) + ".tsv")).string();
     setenv("LENET5_CONV_TUNING", cache.c_str(), 1);
     const std::string c1 = conv::ConvShape{4, 1, 28, 28, 5, 3, 2, 1}.describe();  // C1 at batch 4
     for (conv::ConvAlgo tuned : {conv::ConvAlgo::Own, conv::ConvAlgo::Direct}) {
         conv::store_conv_tuning(cache, {device.platform_name, device.name, device.driver, c1, tuned, 1.0});
-        OpenCLBatchEngine engine(net, MemoryVariant::Local, device, conv::ConvAlgo::Auto);
+        OpenCLBatchEngine engine(net, MemoryVariant::Local, rt, conv::ConvAlgo::Auto);
         engine.profile_kernels();
         test::expect_matches_cpu(engine, net, 4);
         bool direct = false, own = false;

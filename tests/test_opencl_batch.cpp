@@ -23,7 +23,7 @@ MemoryVariant memory_of(const std::string& variant) {
 }
 
 std::unique_ptr<Engine> batch_engine(const Network& net, const std::string& variant) {
-    return std::make_unique<OpenCLBatchEngine>(net, memory_of(variant), select_opencl_device(-1));
+    return std::make_unique<OpenCLBatchEngine>(net, memory_of(variant), std::make_shared<DeviceRuntime>(select_opencl_device(-1)));
 }
 
 // The seeds' CNN with fewer maps and units: the same layer kinds at a tenth of the work.

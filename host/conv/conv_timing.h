@@ -1,5 +1,5 @@
 // Device time of convolutions (convbench, tune --conv): the span from the first enqueued command's
-// start to the last's end, from event profiling (the queue needs CL_QUEUE_PROFILING_ENABLE).
+// start to the last's end, from event profiling (a DeviceRuntime's queue has it on).
 #pragma once
 #include <algorithm>
 #include <utility>
@@ -8,15 +8,6 @@
 #include "conv/opencl_conv.h"
 
 namespace lenet5::conv {
-
-// A context and an in-order queue with profiling on `device`: what the timings need.
-struct ProfiledQueue {
-    cl::Context context;
-    cl::CommandQueue queue;
-    explicit ProfiledQueue(const cl::Device& device)
-        : context(cl_checked([&] { return cl::Context(device); })),
-          queue(cl_checked([&] { return cl::CommandQueue(context, device, CL_QUEUE_PROFILING_ENABLE); })) {}
-};
 
 inline double span_ms(const std::vector<cl::Event>& events) {
     if (events.empty()) return 0.0;
@@ -37,9 +28,9 @@ inline double median(std::vector<double> v) {
 // The median over `repeats` runs of run() (after one untimed run that builds and allocates) of
 // its commands' device time in milliseconds.
 template <class F>
-double median_kernel_ms(OpenCLConv& conv, cl::CommandQueue& queue, int repeats, F&& run) {
+double median_kernel_ms(OpenCLConv& conv, DeviceRuntime& rt, int repeats, F&& run) {
     run();
-    queue.finish();
+    rt.finish();
     std::vector<double> ms;
     std::vector<cl::Event> events;
     for (int r = 0; r < repeats; ++r) {
@@ -47,7 +38,7 @@ double median_kernel_ms(OpenCLConv& conv, cl::CommandQueue& queue, int repeats, 
         conv.record_events(&events);
         run();
         conv.record_events(nullptr);
-        queue.finish();
+        rt.finish();
         ms.push_back(span_ms(events));
     }
     return median(std::move(ms));

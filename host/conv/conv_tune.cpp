@@ -32,8 +32,9 @@ std::vector<std::pair<ConvShape, std::string>> conv_shapes(const Network& net, i
 // and backward) in the batch-level engine with `algo` for its convolutions, the mean of kRepeats
 // steps after one that plans and warms up: what train --conv-algo runs, the engine's own kernels
 // included, so that auto is never slower than them.
-std::map<std::string, double> engine_layer_ms(const Network& net, const OpenCLDevice& device, int batch, ConvAlgo algo) {
-    OpenCLBatchEngine engine(net, MemoryVariant::Local, device, algo);
+std::map<std::string, double> engine_layer_ms(const Network& net, const std::shared_ptr<DeviceRuntime>& rt, int batch,
+                                              ConvAlgo algo) {
+    OpenCLBatchEngine engine(net, MemoryVariant::Local, rt, algo);
     engine.upload(Split::Train, random_dataset(batch, 1));
     std::vector<int32_t> order(static_cast<size_t>(batch));
     std::iota(order.begin(), order.end(), 0);
@@ -53,7 +54,8 @@ std::map<std::string, double> engine_layer_ms(const Network& net, const OpenCLDe
 
 int run_conv_tune(const TuneOptions& o, std::ostream& out) {
     const Network net = load_model(o.model).net;
-    const OpenCLDevice device = select_opencl_device(o.device);
+    const auto rt = std::make_shared<DeviceRuntime>(select_opencl_device(o.device));
+    const OpenCLDevice& device = rt->device();
     const std::string path = o.cache_path.empty() ? default_conv_tuning_path() : o.cache_path;
     if (path.empty())
         throw Error("no place for the convolution tuning cache: set LENET5_CONV_TUNING, XDG_CACHE_HOME or HOME, or pass --cache");
@@ -69,15 +71,12 @@ int run_conv_tune(const TuneOptions& o, std::ostream& out) {
     std::map<ConvAlgo, std::map<std::string, double>> in_engine;
     for (ConvAlgo algo : {ConvAlgo::Own, ConvAlgo::Direct, ConvAlgo::Im2col}) {
         try {
-            in_engine[algo] = engine_layer_ms(net, device, o.batch, algo);
+            in_engine[algo] = engine_layer_ms(net, rt, o.batch, algo);
         } catch (const Error& e) {
             out << "  " << algo_name(algo) << " fails in the batch-level engine: " << e.what() << "\n";
         }
     }
-    ProfiledQueue profiled(device.device);
-    cl::Context& context = profiled.context;
-    cl::CommandQueue& queue = profiled.queue;
-    OpenCLConv conv(context, device.device, queue);
+    OpenCLConv conv(rt);
     for (const auto& [s, layer] : shapes) {
         out << s.describe() << ":\n";
         ConvAlgo best = ConvAlgo::Auto;
@@ -96,8 +95,8 @@ int run_conv_tune(const TuneOptions& o, std::ostream& out) {
         if (algo_built(ConvAlgo::CLBlast)) {
             // Filled with 0.5: the time does not depend on the values.
             auto buffer = [&](size_t n) {
-                cl::Buffer x(context, CL_MEM_READ_WRITE, n * sizeof(float));
-                queue.enqueueFillBuffer(x, 0.5f, 0, n * sizeof(float));
+                cl::Buffer x = rt->buffer(n * sizeof(float));
+                rt->fill(x, 0.5f, n * sizeof(float));
                 return x;
             };
             const cl::Buffer in = buffer(s.input_size()), w = buffer(s.weight_size()), b = buffer(size_t(s.out_c)),
@@ -106,14 +105,14 @@ int run_conv_tune(const TuneOptions& o, std::ostream& out) {
             const ConvAlgo algo = ConvAlgo::CLBlast;
             try {
                 report(algo, cl_checked([&] {
-                    return median_kernel_ms(conv, queue, kRepeats, [&] {
+                    return median_kernel_ms(conv, *rt, kRepeats, [&] {
                         conv.forward(algo, s, in, w, b, y, Activation::None);
                         conv.backward_data(algo, s, dy, w, dx);
                         conv.backward_weights(algo, s, in, dy, dw, db);
                     });
                 }));
             } catch (const Error& e) {
-                queue.finish();
+                rt->finish();
                 out << "  clblast    fails: " << e.what() << "\n";
             }
         }

@@ -146,30 +146,29 @@ struct Row {
     std::string failure;  // an Error's message
 };
 
-Row measure(OpenCLConv& conv, cl::CommandQueue& queue, const cl::Context& context, ConvAlgo algo, const ConvShape& s,
-            const Options& o) {
+Row measure(OpenCLConv& conv, DeviceRuntime& rt, ConvAlgo algo, const ConvShape& s, const Options& o) {
     Row row;
     const std::vector<float> in = random_values(s.input_size(), 1), w = random_values(s.weight_size(), 2),
                              b = random_values(size_t(s.out_c), 3), d_out = random_values(s.output_size(), 4);
-    auto buffer = [&](size_t n) { return cl::Buffer(context, CL_MEM_READ_WRITE, n * sizeof(float)); };
+    auto buffer = [&](size_t n) { return rt.buffer(n * sizeof(float)); };
     const cl::Buffer in_d = buffer(in.size()), w_d = buffer(w.size()), b_d = buffer(b.size()),
                      out_d = buffer(s.output_size()), dout_d = buffer(d_out.size()), din_d = buffer(in.size()),
                      dw_d = buffer(w.size()), db_d = buffer(b.size());
-    queue.enqueueWriteBuffer(in_d, CL_FALSE, 0, in.size() * sizeof(float), in.data());
-    queue.enqueueWriteBuffer(w_d, CL_FALSE, 0, w.size() * sizeof(float), w.data());
-    queue.enqueueWriteBuffer(b_d, CL_FALSE, 0, b.size() * sizeof(float), b.data());
-    queue.enqueueWriteBuffer(dout_d, CL_FALSE, 0, d_out.size() * sizeof(float), d_out.data());
+    rt.write(in_d, in.data(), in.size() * sizeof(float), false);
+    rt.write(w_d, w.data(), w.size() * sizeof(float), false);
+    rt.write(b_d, b.data(), b.size() * sizeof(float), false);
+    rt.write(dout_d, d_out.data(), d_out.size() * sizeof(float), false);
     const Activation act = Activation::ReLU;
     std::vector<float> out(s.output_size());
-    auto kernel_ms = [&](auto&& run) { return median_kernel_ms(conv, queue, o.repeats, run); };
+    auto kernel_ms = [&](auto&& run) { return median_kernel_ms(conv, rt, o.repeats, run); };
     row.forward_ms = kernel_ms([&] { conv.forward(algo, s, in_d, w_d, b_d, out_d, act); });
     std::vector<double> copy;
     for (int r = 0; r < o.repeats; ++r) {
         const auto start = std::chrono::steady_clock::now();
-        queue.enqueueWriteBuffer(in_d, CL_FALSE, 0, in.size() * sizeof(float), in.data());
-        queue.enqueueWriteBuffer(w_d, CL_FALSE, 0, w.size() * sizeof(float), w.data());
+        rt.write(in_d, in.data(), in.size() * sizeof(float), false);
+        rt.write(w_d, w.data(), w.size() * sizeof(float), false);
         conv.forward(algo, s, in_d, w_d, b_d, out_d, act);
-        queue.enqueueReadBuffer(out_d, CL_TRUE, 0, out.size() * sizeof(float), out.data());
+        rt.read(out_d, out.data(), out.size() * sizeof(float));
         copy.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     }
     row.copy_ms = median(copy);
@@ -180,9 +179,9 @@ Row measure(OpenCLConv& conv, cl::CommandQueue& queue, const cl::Context& contex
         conv.backward_weights(algo, s, in_d, dout_d, dw_d, db_d);
     });
     std::vector<float> d_in(in.size()), d_w(w.size()), d_b(b.size());
-    queue.enqueueReadBuffer(din_d, CL_TRUE, 0, d_in.size() * sizeof(float), d_in.data());
-    queue.enqueueReadBuffer(dw_d, CL_TRUE, 0, d_w.size() * sizeof(float), d_w.data());
-    queue.enqueueReadBuffer(db_d, CL_TRUE, 0, d_b.size() * sizeof(float), d_b.data());
+    rt.read(din_d, d_in.data(), d_in.size() * sizeof(float));
+    rt.read(dw_d, d_w.data(), d_w.size() * sizeof(float));
+    rt.read(db_d, d_b.data(), d_b.size() * sizeof(float));
     row.error = std::max({row.error,
                           sampled_error(d_in, kSamples, [&](size_t i) { return reference_d_in(s, d_out.data(), w.data(), i); }),
                           sampled_error(d_w, kWeightSamples, [&](size_t i) { return reference_d_w(s, in.data(), d_out.data(), i); }),
@@ -226,11 +225,9 @@ int run_convbench(const std::vector<std::string>& args, std::ostream& out) {
     (void)out;
     throw Error("this build has no OpenCL support (configure with -DLENET5_OPENCL=ON): nothing to benchmark");
 #else
-    const OpenCLDevice device = select_opencl_device(o.device);
-    ProfiledQueue profiled(device.device);
-    cl::Context& context = profiled.context;
-    cl::CommandQueue& queue = profiled.queue;
-    OpenCLConv conv(context, device.device, queue);
+    const auto rt = std::make_shared<DeviceRuntime>(select_opencl_device(o.device));
+    const OpenCLDevice& device = rt->device();
+    OpenCLConv conv(rt);
     out << "lenet5 convbench: " << device.name << " [" << device.platform_name << "], " << o.repeats
         << " repeats (medians), ReLU, errors against the scalar reference at sampled elements\n"
         << std::left << std::setw(7) << "case" << std::setw(28) << "shape" << std::setw(9) << "algo" << std::right
@@ -242,10 +239,10 @@ int run_convbench(const std::vector<std::string>& args, std::ostream& out) {
         for (ConvAlgo algo : o.algos) {
             Row row;
             try {
-                row = cl_checked([&] { return measure(conv, queue, context, algo, c.shape, o); });
+                row = cl_checked([&] { return measure(conv, *rt, algo, c.shape, o); });
             } catch (const Error& e) {
                 row.failure = e.what();
-                queue.finish();
+                rt->finish();
             }
             const bool ok = row.failure.empty() && row.error < kTolerance;
             failed |= !ok;

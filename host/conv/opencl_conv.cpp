@@ -12,7 +12,6 @@
 namespace lenet5::conv {
 namespace {
 
-size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 int as_int(size_t n) { return static_cast<int>(n); }
 
 // batch_layers.cl's GEMM, built with its large tiles (128 x 128 of C per group of 16 x 16 items,
@@ -44,9 +43,7 @@ enum Scratch { kCol, kReorder, kSlices, kFlipped, kZeros, kScratchCount };
 }  // namespace
 
 struct OpenCLConv::Impl {
-    cl::Context context;
-    cl::Device device;
-    cl::CommandQueue queue;
+    std::shared_ptr<DeviceRuntime> rt;
     cl::Program program;
     std::map<std::string, cl::Kernel> kernels;
     std::array<cl::Buffer, kScratchCount> scratch;
@@ -60,9 +57,9 @@ struct OpenCLConv::Impl {
     const cl::Buffer& buffer(Scratch which, size_t floats) {
         if (scratch_floats[which] < floats) {
             if (scratch_floats[which]) outgrown.push_back(scratch[which]);
-            scratch[which] = cl::Buffer(context, CL_MEM_READ_WRITE, std::max<size_t>(floats, 1) * sizeof(float));
+            scratch[which] = rt->buffer(std::max<size_t>(floats, 1) * sizeof(float));
             scratch_floats[which] = floats;
-            if (which == kZeros) queue.enqueueFillBuffer(scratch[which], 0.0f, 0, floats * sizeof(float));
+            if (which == kZeros) rt->fill(scratch[which], 0.0f, floats * sizeof(float));
         }
         return scratch[which];
     }
@@ -82,7 +79,7 @@ struct OpenCLConv::Impl {
         cl_uint index = 0;
         (k.setArg(index++, args), ...);
         cl::Event event;
-        queue.enqueueNDRangeKernel(k, cl::NullRange, global, local, nullptr, *events ? &event : nullptr);
+        rt->launch(k, global, local, *events ? &event : nullptr);
         if (*events) (*events)->push_back(event);
     }
 
@@ -153,29 +150,25 @@ struct OpenCLConv::Impl {
                         const cl::Buffer& out, int act);
 };
 
-OpenCLConv::OpenCLConv(const cl::Context& context, const cl::Device& device, const cl::CommandQueue& queue)
-    : impl_(std::make_unique<Impl>()) {
+OpenCLConv::OpenCLConv(std::shared_ptr<DeviceRuntime> runtime) : impl_(std::make_unique<Impl>()) {
     Impl& m = *impl_;
-    m.context = context;
-    m.device = device;
-    m.queue = queue;
+    m.rt = std::move(runtime);
+    const OpenCLDevice& device = m.rt->device();
     m.events = &events_;
     m.plan = &plan_;
     cl_checked([&] {
-        const size_t limit = device.getInfo<CL_DEVICE_MAX_WORK_GROUP_SIZE>();
+        const size_t limit = m.rt->max_group();
         if (limit < 256)
-            throw Error("the convolution kernels need work-groups of 256 items; " + device.getInfo<CL_DEVICE_NAME>() +
-                        " allows " + std::to_string(limit));
-        m.compute_units = device.getInfo<CL_DEVICE_MAX_COMPUTE_UNITS>();
+            throw Error("the convolution kernels need work-groups of 256 items; " + device.name + " allows " +
+                        std::to_string(limit));
+        m.compute_units = m.rt->compute_units();
         // NVIDIA's OpenCL gives a group at most 48 KiB of __local memory whatever the device has.
-        m.local_floats = std::min<size_t>(device.getInfo<CL_DEVICE_LOCAL_MEM_SIZE>(), 48 * 1024) / sizeof(float) - 64;
+        m.local_floats = std::min<size_t>(m.rt->local_memory(), 48 * 1024) / sizeof(float) - 64;
         const std::string options = "-cl-std=CL1.2 -DLENET5_BATCH -DLENET5_CONV -DMEM_LOCAL -DCONV_LOCAL_FLOATS=1"
                                     " -DGEMM_TM=128 -DGEMM_TN=128 -DGEMM_TK=16 -DGEMM_RM=8 -DGEMM_RN=8";
-        m.program = build_program(context, device, opencl_kernel_file("batch_layers.cl") + opencl_kernel_file("conv.cl"),
-                                  options);
+        m.program = m.rt->program(opencl_kernel_file("batch_layers.cl") + opencl_kernel_file("conv.cl"), options);
         // Auto's choices: what `lenet5 tune --conv` measured on this device and driver.
-        chosen_ = tuned_conv_algos(cl::Platform(device.getInfo<CL_DEVICE_PLATFORM>()).getInfo<CL_PLATFORM_NAME>(),
-                                   device.getInfo<CL_DEVICE_NAME>(), device.getInfo<CL_DRIVER_VERSION>());
+        chosen_ = tuned_conv_algos(device.platform_name, device.name, device.driver);
         for (auto it = chosen_.begin(); it != chosen_.end();)  // the engine's own kernels: OpenCLConv's default
             it = it->second == ConvAlgo::Own ? chosen_.erase(it) : std::next(it);
     });
@@ -279,7 +272,7 @@ void OpenCLConv::forward(ConvAlgo algo, const ConvShape& s, const cl::Buffer& in
             case ConvAlgo::Direct: m.direct_forward(s, in, w, b, out, a); return;
             case ConvAlgo::CLBlast: {
 #ifdef LENET5_HAVE_CLBLAST
-                clblast_forward(m.queue, s, in, w, out, events_);
+                clblast_forward(m.rt->queue(), s, in, w, out, events_);
                 const size_t P = size_t(s.out_h()) * s.out_w();
                 m.launch("cv_bias_act", cl::NDRange(round_up(P, m.wg), size_t(s.batch) * s.out_c), cl::NDRange(m.wg, 1),
                          out, b, s.out_c, as_int(P), a);
@@ -340,7 +333,7 @@ void OpenCLConv::pure_backward_data(ConvAlgo algo, const ConvShape& s, const cl:
                 return;
             case ConvAlgo::CLBlast:
 #ifdef LENET5_HAVE_CLBLAST
-                clblast_backward_data(m.queue, s, d_out, w, d_in, m.buffer(kCol, size_t(CKK) * P), events_);
+                clblast_backward_data(m.rt->queue(), s, d_out, w, d_in, m.buffer(kCol, size_t(CKK) * P), events_);
 #endif
                 return;
             case ConvAlgo::Im2col: break;
@@ -392,7 +385,7 @@ void OpenCLConv::backward_weights(ConvAlgo algo, const ConvShape& s, const cl::B
             }
             case ConvAlgo::CLBlast:
 #ifdef LENET5_HAVE_CLBLAST
-                clblast_backward_weights(m.queue, s, in, d_out, d_w, m.buffer(kCol, size_t(CKK) * P), events_);
+                clblast_backward_weights(m.rt->queue(), s, in, d_out, d_w, m.buffer(kCol, size_t(CKK) * P), events_);
                 m.bias_grad(s, d_out, d_b);
 #endif
                 return;

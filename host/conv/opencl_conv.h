@@ -1,16 +1,16 @@
 // Batch-level convolutions on an OpenCL device, three algorithms (conv_shape.h): the API the
 // batch-level engine and VGG16 inference call.
 //
-//   lenet5::conv::OpenCLConv conv(context, device, queue);   // builds the kernels once
+//   lenet5::conv::OpenCLConv conv(runtime);   // builds the kernels once per runtime
 //   conv.forward(ConvAlgo::Direct, shape, in, weights, bias, out, Activation::ReLU);
 //   conv.backward_data(ConvAlgo::Im2col, shape, d_out, weights, d_in);
 //   conv.backward_weights(ConvAlgo::Im2col, shape, in, d_out, d_weights, d_bias);
-//   queue.finish();
+//   runtime->finish();
 //
 // The buffers are the caller's, already on the device, in conv_shape.h's layout (NCHW; weights
 // [out_c][in_c][k][k]), each holding at least its tensor from offset 0. Every call only enqueues
-// on the given in-order queue and returns; the results are there once the queue has run them.
-// Calls of one OpenCLConv share its scratch buffers, so use one OpenCLConv per queue and thread.
+// on the runtime's in-order queue and returns; the results are there once the queue has run them.
+// Calls of one OpenCLConv share its scratch buffers, so use one OpenCLConv per runtime and thread.
 // The backward passes are pure gradients (d_out is dLoss/d(pre-activation)); backward_data
 // overwrites d_in, backward_weights overwrites d_weights and d_bias with the batch's sums. Sums
 // run in a fixed order: the same inputs give the same bits.
@@ -29,13 +29,13 @@
 
 #include "conv/conv_shape.h"
 #include "model/network.h"
-#include "opencl/opencl_runtime.h"
+#include "opencl/device_runtime.h"
 
 namespace lenet5::conv {
 
 class OpenCLConv {
 public:
-    OpenCLConv(const cl::Context& context, const cl::Device& device, const cl::CommandQueue& queue);
+    explicit OpenCLConv(std::shared_ptr<DeviceRuntime> runtime);
     ~OpenCLConv();
     OpenCLConv(const OpenCLConv&) = delete;
     OpenCLConv& operator=(const OpenCLConv&) = delete;
@@ -73,12 +73,8 @@ public:
     // start to last end); nullptr stops it.
     void record_events(std::vector<cl::Event>* sink) { events_ = sink; }
 
-    // A kernel launch as the calls above would enqueue it.
-    struct Launch {
-        cl::Kernel kernel;  // its own object, arguments set
-        cl::NDRange global, local;
-        std::string name;
-    };
+    // A kernel launch as the calls above would enqueue it (its kernel its own object, arguments set).
+    using Launch = KernelLaunch;
     // From now on the calls append their launches to `plan` instead of enqueuing them, for a caller
     // that replays a planned step (the batch-level engine); nullptr enqueues again. The scratch
     // buffers they use stay alive with this OpenCLConv. CLBlast's calls cannot be planned: the

@@ -12,8 +12,8 @@
 #include "conv/opencl_conv.h"
 #include "common/error.h"
 #include "infer/infer_runner.h"
+#include "opencl/device_runtime.h"
 #include "opencl/opencl_kernels.h"
-#include "opencl/opencl_runtime.h"
 #include "conv/winograd_host.h"
 
 namespace lenet5 {
@@ -46,26 +46,26 @@ Activation activation(InferAct a) {
 
 class OpenCLRunner final : public InferRunner {
 public:
-    OpenCLRunner(const InferGraph& g, const InferRequest& r) : g_(g), variant_(r.variant), batch_(r.batch) {
-        dev_ = select_opencl_device(r.device);
+    OpenCLRunner(const InferGraph& g, const InferRequest& r)
+        : g_(g), variant_(r.variant), batch_(r.batch), rt_(std::make_shared<DeviceRuntime>(select_opencl_device(r.device))) {
         cl_checked([&] { setup(r); });
     }
 
     std::string variant() const override { return variant_; }
-    std::string device() const override { return dev_.name + " [" + dev_.platform_name + "]"; }
+    std::string device() const override { return rt_->device().name + " [" + rt_->device().platform_name + "]"; }
     std::vector<double> op_ms() const override { return ms_; }
 
     void run(const float* in, int count, float* out) override {
         if (count < 1 || count > batch_) throw Error("infer: batch of " + std::to_string(count) + " exceeds the planned " + std::to_string(batch_));
         cl_checked([&] {
-            queue_.enqueueWriteBuffer(slot(g_.input), CL_FALSE, 0, sizeof(float) * size_t(g_.values[g_.input].size()) * count, in);
+            rt_->write(slot(g_.input), in, sizeof(float) * size_t(g_.values[g_.input].size()) * count, false);
             std::vector<std::vector<cl::Event>> events(g_.ops.size());
             for (size_t k = 0; k < g_.ops.size(); ++k) {
                 conv_->record_events(&events[k]);
                 enqueue(k, count, events[k]);
             }
             conv_->record_events(nullptr);
-            queue_.enqueueReadBuffer(slot(g_.output), CL_TRUE, 0, sizeof(float) * size_t(g_.values[g_.output].size()) * count, out);
+            rt_->read(slot(g_.output), out, sizeof(float) * size_t(g_.values[g_.output].size()) * count);
             for (size_t k = 0; k < events.size(); ++k)
                 for (const cl::Event& e : events[k])
                     ms_[k] += double(e.getProfilingInfo<CL_PROFILING_COMMAND_END>() - e.getProfilingInfo<CL_PROFILING_COMMAND_START>()) * 1e-6;
@@ -74,20 +74,17 @@ public:
 
 private:
     void setup(const InferRequest& r) {
-        const cl::Device& dev = dev_.device;
-        context_ = cl::Context(dev);
-        queue_ = cl::CommandQueue(context_, dev, CL_QUEUE_PROFILING_ENABLE);
-        wg_ = std::min<size_t>(256, dev.getInfo<CL_DEVICE_MAX_WORK_GROUP_SIZE>());
-        if (dev.getInfo<CL_DEVICE_MAX_WORK_GROUP_SIZE>() < 256) throw Error(dev_.name + ": infer needs work-groups of 256 items");
+        wg_ = std::min<size_t>(256, rt_->max_group());
+        if (rt_->max_group() < 256) throw Error(rt_->device().name + ": infer needs work-groups of 256 items");
         const char* memory = variant_ == "gpu-constant" ? " -DMEM_CONSTANT" : variant_ == "gpu-local" ? " -DMEM_LOCAL" : "";
         // batch_layers.cl with its small GEMM tiles (none of its GEMMs runs here; it must compile).
         const std::string options = std::string("-cl-std=CL1.2 -DLENET5_BATCH -DCONV_LOCAL_FLOATS=1") + memory +
                                     " -DGEMM_TM=16 -DGEMM_TN=64 -DGEMM_TK=16 -DGEMM_RM=1 -DGEMM_RN=4";
-        program_ = build_program(context_, dev, opencl_kernel_file("batch_layers.cl") + opencl_kernel_file("infer.cl"), options);
-        conv_ = std::make_unique<conv::OpenCLConv>(context_, dev, queue_);
+        program_ = rt_->program(opencl_kernel_file("batch_layers.cl") + opencl_kernel_file("infer.cl"), options);
+        conv_ = std::make_unique<conv::OpenCLConv>(rt_);
         algo_ = r.conv_algo;
         for (const int64_t floats : g_.slot_floats)
-            slots_.emplace_back(context_, CL_MEM_READ_WRITE, sizeof(float) * size_t(floats) * size_t(batch_));
+            slots_.push_back(rt_->buffer(sizeof(float) * size_t(floats) * size_t(batch_)));
         ms_.assign(g_.ops.size(), 0.0);
         for (const InferOp& op : g_.ops) {
             if (op.kind == InferOpKind::Conv) check_conv(op);
@@ -104,14 +101,10 @@ private:
             if (!op.addend.empty()) w.addend = upload(op.addend);
             weights_.push_back(std::move(w));
         }
-        queue_.finish();
+        rt_->finish();
     }
 
-    cl::Buffer upload(const std::vector<float>& v) {
-        cl::Buffer b(context_, CL_MEM_READ_ONLY, v.size() * sizeof(float));
-        queue_.enqueueWriteBuffer(b, CL_TRUE, 0, v.size() * sizeof(float), v.data());
-        return b;
-    }
+    cl::Buffer upload(const std::vector<float>& v) { return rt_->buffer(v.data(), v.size() * sizeof(float)); }
 
     void check_conv(const InferOp& op) const {
         if (op.kh != op.kw || op.sh != op.sw || op.pt != op.pl || op.pt != op.pb || op.pt != op.pr)
@@ -138,7 +131,7 @@ private:
         cl_uint index = 0;
         (it->second.setArg(index++, args), ...);
         events.emplace_back();
-        queue_.enqueueNDRangeKernel(it->second, cl::NullRange, global, local, nullptr, &events.back());
+        rt_->launch(it->second, global, local, &events.back());
     }
 
     void enqueue(size_t k, int count, std::vector<cl::Event>& events) {
@@ -192,9 +185,7 @@ private:
     const InferGraph& g_;
     std::string variant_;
     int batch_;
-    OpenCLDevice dev_;
-    cl::Context context_;
-    cl::CommandQueue queue_;
+    std::shared_ptr<DeviceRuntime> rt_;
     cl::Program program_;
     std::map<std::string, cl::Kernel> kernels_;
     std::unique_ptr<conv::OpenCLConv> conv_;

@@ -12,25 +12,21 @@
 namespace lenet5 {
 namespace {
 
-// Whether the per-sample engine runs `net` on `dev` with `memory` at its default work-group
+// Whether the per-sample engine runs `net` on `rt`'s device with `memory` at its default work-group
 // size: sample_program() accepts the network's form, and what the variant keeps in __local or
 // __constant memory (a sample's work area and the pairs' parameters) fits the device.
-bool per_sample_fits(const Network& net, MemoryVariant memory, const OpenCLDevice& dev) {
+bool per_sample_fits(const Network& net, MemoryVariant memory, const DeviceRuntime& rt) {
     return cl_checked([&] {
-        const cl::Device& d = dev.device;
-        const size_t limit = std::min(d.getInfo<CL_DEVICE_MAX_WORK_GROUP_SIZE>(), d.getInfo<CL_DEVICE_MAX_WORK_ITEM_SIZES>()[0]);
-        int group = 1;
-        while (group * 2 <= static_cast<int>(std::min<size_t>(256, limit))) group *= 2;
+        const int group = static_cast<int>(floor_pow2(std::min<size_t>(256, rt.max_group())));
         const int grad_params = std::min(32, group);
         if (!sample_refusal(net).empty()) return false;
-        const DeviceLayout layout(net, d.getInfo<CL_DEVICE_MEM_BASE_ADDR_ALIGN>() / (8 * sizeof(float)));
+        const DeviceLayout layout(net, rt.align_floats());
         const SampleProgram sample =
             sample_program(net, layout, group, std::min(group, 32), grad_params, group / grad_params);
         const size_t work = std::max(sample.forward_work, sample.backward_work);
-        if (memory == MemoryVariant::Local)
-            return (work + sample.run_floats) * sizeof(float) <= d.getInfo<CL_DEVICE_LOCAL_MEM_SIZE>();
+        if (memory == MemoryVariant::Local) return (work + sample.run_floats) * sizeof(float) <= rt.local_memory();
         if (memory == MemoryVariant::Constant)
-            return sample.run_floats * sizeof(float) <= d.getInfo<CL_DEVICE_MAX_CONSTANT_BUFFER_SIZE>();
+            return sample.run_floats * sizeof(float) <= rt.cl_device().getInfo<CL_DEVICE_MAX_CONSTANT_BUFFER_SIZE>();
         return true;
     });
 }
@@ -44,14 +40,15 @@ std::unique_ptr<Engine> make_opencl_engine(const Network& net, const std::string
     else if (variant == "gpu-constant") memory = MemoryVariant::Constant;
     else if (variant == "gpu-local") memory = MemoryVariant::Local;
     else throw Error("'" + variant + "' is not an OpenCL variant");
-    const OpenCLDevice dev = select_opencl_device(device);
+    auto rt = std::make_shared<DeviceRuntime>(select_opencl_device(device));
+    const OpenCLDevice& dev = rt->device();
     // LENET5_OPENCL_PATH=batch|sample forces one path, for experiments and comparisons.
     const char* env = std::getenv("LENET5_OPENCL_PATH");
     const std::string path = env ? env : "";
     if (!path.empty() && path != "batch" && path != "sample")
         throw Error("LENET5_OPENCL_PATH is '" + path + "'; it takes batch or sample");
-    if (path == "batch" || (path.empty() && !per_sample_fits(net, memory, dev)))
-        return std::make_unique<OpenCLBatchEngine>(net, memory, dev, conv_algo);
+    if (path == "batch" || (path.empty() && !per_sample_fits(net, memory, *rt)))
+        return std::make_unique<OpenCLBatchEngine>(net, memory, std::move(rt), conv_algo);
     std::string origin = group ? "--group" : "default";
     if (!group && batch > 0) {
         // A broken cache costs the tuning, not the run.
@@ -66,7 +63,7 @@ std::unique_ptr<Engine> make_opencl_engine(const Network& net, const std::string
             std::cerr << "lenet5: warning: " << e.what() << "; using the default work-group size\n";
         }
     }
-    return std::make_unique<OpenCLEngine>(net, memory, dev, group, origin);
+    return std::make_unique<OpenCLEngine>(net, memory, std::move(rt), group, origin);
 }
 
 }  // namespace lenet5

@@ -3,22 +3,13 @@
 #include <algorithm>
 #include <cstdlib>
 #include <limits>
-#include <numeric>
 #include <utility>
 
 #include "conv/conv_tuning.h"
 #include "opencl/opencl_kernels.h"
-#include "engine/preprocess.h"
 
 namespace lenet5 {
 namespace {
-
-size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
-size_t floor_pow2(size_t n) {
-    size_t p = 1;
-    while (p * 2 <= n) p *= 2;
-    return p;
-}
 
 // The GEMM's tiles (batch_layers.cl): tm x tn of C per work-group, tk deep per round, each item a
 // rm x rn block; 256 items either way. Small tiles for C with few rows (a small batch's forward
@@ -97,46 +88,25 @@ cl::NDRange rows_of(size_t per_row, size_t rows, size_t wg) { return cl::NDRange
 
 }  // namespace
 
-OpenCLBatchEngine::OpenCLBatchEngine(Network net, MemoryVariant memory, const OpenCLDevice& device,
+OpenCLBatchEngine::OpenCLBatchEngine(Network net, MemoryVariant memory, std::shared_ptr<DeviceRuntime> runtime,
                                      conv::ConvAlgo conv_algo)
-    : net_(std::move(net)),
-      memory_(memory),
-      device_(device),
-      layout_(net_, cl_checked([&] {
-                  return device.device.getInfo<CL_DEVICE_MEM_BASE_ADDR_ALIGN>() / (8 * sizeof(float));
-              })),
+    : OpenCLEngineBase(std::move(net), memory, std::move(runtime), kTimeEvery),
       conv_algo_(conv_algo),
-      tuned_conv_(conv::tuned_conv_algos(device.platform_name, device.name, device.driver)),
-      spans_(kTimeEvery) {
+      tuned_conv_(conv::tuned_conv_algos(rt_->device().platform_name, rt_->device().name, rt_->device().driver)) {
     cl_checked([&] {
-        const cl::Device& dev = device_.device;
-        context_ = cl::Context(dev);
-        queue_ = cl::CommandQueue(context_, dev, CL_QUEUE_PROFILING_ENABLE);
-        const size_t limit = std::min(dev.getInfo<CL_DEVICE_MAX_WORK_GROUP_SIZE>(),
-                                      dev.getInfo<CL_DEVICE_MAX_WORK_ITEM_SIZES>()[0]);
-        wg_ = floor_pow2(std::min(size_t{256}, limit));
+        const cl::Device& dev = rt_->cl_device();
         for (const GemmTiles& t : {kLargeTiles, kSmallTiles})
-            if (static_cast<size_t>(t.items_n() * t.items_m()) > dev.getInfo<CL_DEVICE_MAX_WORK_GROUP_SIZE>())
+            if (static_cast<size_t>(t.items_n() * t.items_m()) > rt_->max_group())
                 throw Error("the batch-level GEMM needs work-groups of " + std::to_string(t.items_n() * t.items_m()) +
-                            " items; " + device_.name + " allows " + std::to_string(limit));
-        compute_units_ = dev.getInfo<CL_DEVICE_MAX_COMPUTE_UNITS>();
+                            " items; " + rt_->device().name + " allows " + std::to_string(rt_->max_group()));
         build_program();
 
-        const size_t bytes = layout_.size() * sizeof(float);
-        params_ = cl::Buffer(context_, CL_MEM_READ_WRITE, bytes);
-        grads_ = cl::Buffer(context_, CL_MEM_READ_WRITE, bytes);
-        velocity_ = cl::Buffer(context_, CL_MEM_READ_WRITE, bytes);
         const cl_ulong constant_limit = dev.getInfo<CL_DEVICE_MAX_CONSTANT_BUFFER_SIZE>();
-        const cl::Buffer none(context_, CL_MEM_READ_ONLY, sizeof(float));  // for layers without parameters
+        const cl::Buffer none = rt_->buffer(sizeof(float), CL_MEM_READ_ONLY);  // for layers without parameters
         auto block = [&](const DeviceLayout::Block& b) {
-            if (b.count == 0) return none;
-            cl_buffer_region region{b.device * sizeof(float), b.count * sizeof(float)};
-            return params_.createSubBuffer(CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &region);
+            return b.count ? DeviceRuntime::floats_of(params_, b.device, b.count) : none;
         };
-        auto table = [&](const std::vector<int32_t>& v) {
-            return cl::Buffer(context_, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, v.size() * sizeof(int32_t),
-                              const_cast<int32_t*>(v.data()));
-        };
+        auto table = [&](const std::vector<int32_t>& v) { return rt_->buffer(v.data(), v.size() * sizeof(int32_t)); };
         for (size_t k = 0; k < net_.layers.size(); ++k) {
             const LayerSpec& l = net_.layers[k];
             LayerData d;
@@ -146,7 +116,7 @@ OpenCLBatchEngine::OpenCLBatchEngine(Network net, MemoryVariant memory, const Op
             const bool small_weights = l.kind == LayerKind::Conv || l.kind == LayerKind::Subsample;
             if (memory_ == MemoryVariant::Constant && small_weights && param_bytes > constant_limit)
                 throw Error("gpu-constant: layer " + l.name + "'s parameters take " + std::to_string(param_bytes) +
-                            " bytes; " + device_.name + " allows " + std::to_string(constant_limit) +
+                            " bytes; " + rt_->device().name + " allows " + std::to_string(constant_limit) +
                             " of __constant memory (CL_DEVICE_MAX_CONSTANT_BUFFER_SIZE)");
             d.constant_fc = memory_ == MemoryVariant::Constant && l.kind == LayerKind::FullyConnected &&
                             param_bytes <= constant_limit;
@@ -163,19 +133,11 @@ OpenCLBatchEngine::OpenCLBatchEngine(Network net, MemoryVariant memory, const Op
                 }
                 d.in_begin = table(in_begin);
                 d.in_conn = table(in_conn.empty() ? std::vector<int32_t>{0} : in_conn);
-                cl_buffer_region wr{layout_.weights(k).device * sizeof(float), l.weight_count * sizeof(float)},
-                    br{layout_.bias(k).device * sizeof(float), l.bias_count * sizeof(float)};
-                d.grad_weights = grads_.createSubBuffer(CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &wr);
-                d.grad_bias = grads_.createSubBuffer(CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &br);
+                d.grad_weights = DeviceRuntime::floats_of(grads_, layout_.weights(k).device, l.weight_count);
+                d.grad_bias = DeviceRuntime::floats_of(grads_, layout_.bias(k).device, l.bias_count);
             }
             layers_.push_back(std::move(d));
         }
-        // The host's byte -> input conversion (preprocess.h) of all 256 byte values, as OpenCLEngine.
-        std::vector<uint8_t> all(256);
-        std::iota(all.begin(), all.end(), uint8_t{0});
-        std::vector<float> values(256);
-        image_to_input(all.data(), 1, 256, Shape{1, 1, 256}, values.data());
-        byte_values_ = cl::Buffer(context_, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, 256 * sizeof(float), values.data());
         const size_t n = layout_.size();
         update_ = {{kernel(program_, "batch_sgd", params_, velocity_, grads_, as_int(n), 0.0f, 0.0f, 0.0f, 0, 0),
                     cl::NDRange(round_up(n, wg_)), cl::NDRange(wg_), "batch_sgd"}};
@@ -183,17 +145,12 @@ OpenCLBatchEngine::OpenCLBatchEngine(Network net, MemoryVariant memory, const Op
     });
 }
 
-std::string OpenCLBatchEngine::variant() const {
-    switch (memory_) {
-        case MemoryVariant::Global: return "gpu";
-        case MemoryVariant::Constant: return "gpu-constant";
-        case MemoryVariant::Local: return "gpu-local";
-    }
-    return "gpu";
+void OpenCLBatchEngine::inputs_changed(Split, bool slots_replaced) {
+    if (slots_replaced) planned_ = 0;  // the loss launch refers to the old buffers: plan again
 }
 
 void OpenCLBatchEngine::build_program() {
-    const cl::Device& dev = device_.device;
+    const cl::Device& dev = rt_->cl_device();
     // gpu-local stages a convolution output map's weights: the largest such set.
     size_t conv_local = 1;
     for (const auto& l : net_.layers)
@@ -202,16 +159,11 @@ void OpenCLBatchEngine::build_program() {
                 conv_local = std::max(conv_local, static_cast<size_t>(l.conn_begin[static_cast<size_t>(o) + 1] -
                                                                       l.conn_begin[static_cast<size_t>(o)]) *
                                                       static_cast<size_t>(l.kernel * l.kernel));
-    const cl_ulong local_mem = dev.getInfo<CL_DEVICE_LOCAL_MEM_SIZE>();
+    const cl_ulong local_mem = rt_->local_memory();
     if (memory_ == MemoryVariant::Local && conv_local * sizeof(float) > local_mem)
         throw Error("gpu-local: a convolution output map's weights take " + std::to_string(conv_local * sizeof(float)) +
-                    " bytes; " + device_.name + " has " + std::to_string(local_mem) +
+                    " bytes; " + rt_->device().name + " has " + std::to_string(local_mem) +
                     " of __local memory (CL_DEVICE_LOCAL_MEM_SIZE)");
-    const char* memory = memory_ == MemoryVariant::Constant ? " -DMEM_CONSTANT"
-                         : memory_ == MemoryVariant::Local  ? " -DMEM_LOCAL"
-                                                            : "";
-    // LENET5_CL_OPTIONS: extra options for the OpenCL compiler, for experiments (as OpenCLEngine).
-    const char* env = std::getenv("LENET5_CL_OPTIONS");
     // The fast convolution kernels are built for the kernel size of the first layer they can take.
     conv_fk_ = 0;
     for (const auto& l : net_.layers)
@@ -223,9 +175,8 @@ void OpenCLBatchEngine::build_program() {
                     " -DCONV_FW=" + std::to_string(kConvWeights) + " -DCONV_SHARED=" +
                     std::to_string(memory_ == MemoryVariant::Local ? std::max(sums, kConvPlane) : sums);
     }
-    const std::string options = std::string("-cl-std=CL1.2 -DLENET5_BATCH") + memory +
-                                " -DCONV_LOCAL_FLOATS=" + std::to_string(conv_local) + conv_fast +
-                                (env && *env ? std::string(" ") + env : "");
+    const std::string options =
+        build_options(" -DLENET5_BATCH -DCONV_LOCAL_FLOATS=" + std::to_string(conv_local) + conv_fast);
     auto tiles = [](const GemmTiles& t) {
         return " -DGEMM_TM=" + std::to_string(t.tm) + " -DGEMM_TN=" + std::to_string(t.tn) +
                " -DGEMM_TK=" + std::to_string(t.tk) + " -DGEMM_RM=" + std::to_string(t.rm) +
@@ -235,26 +186,13 @@ void OpenCLBatchEngine::build_program() {
     tensor_cores_ = false;
     if (memory_ == MemoryVariant::Local && has_tf32_tensor_cores(dev)) {
         try {  // gemm_tc.cl's inline PTX; a driver that refuses it leaves the fast GEMM
-            program_ = lenet5::build_program(context_, dev, source + opencl_kernel_file("gemm_tc.cl"),
-                                             options + tiles(kLargeTiles) + " -DGEMM_TC");
+            program_ = rt_->program(source + opencl_kernel_file("gemm_tc.cl"), options + tiles(kLargeTiles) + " -DGEMM_TC");
             tensor_cores_ = true;
         } catch (const Error&) {
         }
     }
-    if (!tensor_cores_) program_ = lenet5::build_program(context_, dev, source, options + tiles(kLargeTiles));
-    small_gemm_ = lenet5::build_program(context_, dev, source, options + tiles(kSmallTiles));
-}
-
-template <class... Args>
-cl::Kernel OpenCLBatchEngine::kernel(const cl::Program& program, const char* name, const Args&... args) {
-    try {
-        cl::Kernel k(program, name);
-        cl_uint index = 0;
-        (k.setArg(index++, args), ...);
-        return k;
-    } catch (const cl::Error& e) {
-        throw Error(cl_failure(e).what() + std::string(" for kernel ") + name);
-    }
+    if (!tensor_cores_) program_ = rt_->program(source, options + tiles(kLargeTiles));
+    small_gemm_ = rt_->program(source, options + tiles(kSmallTiles));
 }
 
 // C = A B with the epilogue `mode` (batch_layers.cl's gemm). When its tiles are too few to give
@@ -278,10 +216,10 @@ void OpenCLBatchEngine::gemm(std::vector<Launch>& into, const std::string& name,
         const size_t blocks = (static_cast<size_t>(N) + per_group - 1) / per_group;
         // Slices (multiples of 64) about as many as give every compute unit two groups (gemm_skinny_k,
         // slices of 64 .. 384) or six (gemm_skinny_n, 64 .. 256).
-        size_t k_len = round_up(static_cast<size_t>(K) * blocks / ((b_kcontig ? 2 : 6) * compute_units_), 64);
+        size_t k_len = round_up(static_cast<size_t>(K) * blocks / ((b_kcontig ? 2 : 6) * rt_->compute_units()), 64);
         k_len = std::clamp<size_t>(k_len, 64, b_kcontig ? 384 : 256);
         const size_t splits = (static_cast<size_t>(K) + k_len - 1) / k_len, slice = static_cast<size_t>(M) * N;
-        scratch_.emplace_back(context_, CL_MEM_READ_WRITE, splits * slice * sizeof(float));
+        scratch_.push_back(rt_->buffer(splits * slice * sizeof(float)));
         const cl::NDRange global(blocks * items, 1, splits), local(items, 1, 1);
         if (b_kcontig)  // float4 loads of B where its rows allow
             into.push_back({kernel(program_, "gemm_skinny_k", M, N, K, as_int(k_len), A, a_off, a_m, a_k, B, b_off, b_n,
@@ -306,7 +244,7 @@ void OpenCLBatchEngine::gemm(std::vector<Launch>& into, const std::string& name,
     const int b_vec = b_off % 4 == 0 && (b_ncontig ? b_k % 4 == 0 && N % 4 == 0 : b_n % 4 == 0 && K % 4 == 0);
     const size_t tiles_n = (static_cast<size_t>(N) + t.tn - 1) / t.tn;
     const size_t tiles_m = (static_cast<size_t>(M) + t.tm - 1) / t.tm;
-    const size_t tiles = tiles_n * tiles_m, want = 2 * compute_units_;
+    const size_t tiles = tiles_n * tiles_m, want = 2 * rt_->compute_units();
     size_t splits = 1, k_len = static_cast<size_t>(K);
     if (tiles < want) {
         // The fast GEMM's groups fill the device in one wave at two per compute unit: no more.
@@ -340,7 +278,7 @@ void OpenCLBatchEngine::gemm(std::vector<Launch>& into, const std::string& name,
         return;
     }
     const size_t slice = static_cast<size_t>(M) * static_cast<size_t>(N);
-    scratch_.emplace_back(context_, CL_MEM_READ_WRITE, splits * slice * sizeof(float));
+    scratch_.push_back(rt_->buffer(splits * slice * sizeof(float)));
     launch(scratch_.back(), 0, N, 1, as_int(slice), kStore);
     into.push_back({kernel(program_, "gemm_reduce", scratch_.back(), as_int(splits), M, N, C, c_off, c_m, c_n, mode,
                            act, E, e_off),
@@ -384,7 +322,7 @@ void OpenCLBatchEngine::plan_layer(size_t k, int count) {
             const int weights = as_int(l.weight_count);
             // Output rows per gradient share: whole samples, unless that leaves the device short of items.
             const size_t per_share = static_cast<size_t>(weights + OC);
-            const size_t want_chunks = (kPartialItems * compute_units_ + n * per_share - 1) / (n * per_share);
+            const size_t want_chunks = (kPartialItems * rt_->compute_units() + n * per_share - 1) / (n * per_share);
             const size_t chunks_wanted = std::clamp<size_t>(want_chunks, 1, static_cast<size_t>(OH));
             const int rows = as_int((static_cast<size_t>(OH) + chunks_wanted - 1) / chunks_wanted);
             const size_t shares = n * static_cast<size_t>((OH + rows - 1) / rows);
@@ -392,7 +330,7 @@ void OpenCLBatchEngine::plan_layer(size_t k, int count) {
                 // 4 outputs of a row per item, for `maps` output maps (fewer for small batches,
                 // so that there are enough items); the gradient shares by row groups of G.
                 const size_t quads = static_cast<size_t>(OH) * static_cast<size_t>((OW + 3) / 4);
-                const size_t groups = std::clamp<size_t>((compute_units_ * 1024 + n * quads - 1) / (n * quads), 1,
+                const size_t groups = std::clamp<size_t>((rt_->compute_units() * 1024 + n * quads - 1) / (n * quads), 1,
                                                          static_cast<size_t>(OC));
                 const int maps = as_int((static_cast<size_t>(OC) + groups - 1) / groups);
                 const size_t fg = std::min<size_t>(256, round_up(quads, 32));
@@ -509,7 +447,7 @@ std::optional<conv::ConvAlgo> OpenCLBatchEngine::conv_algo_for(size_t k, int cou
 void OpenCLBatchEngine::plan_conv(size_t k, int count, conv::ConvAlgo algo, std::vector<Launch>& back) {
     const LayerSpec& l = net_.layers[k];
     const LayerData& d = layers_[k];
-    if (!conv_) conv_ = std::make_unique<conv::OpenCLConv>(context_, device_.device, queue_);
+    if (!conv_) conv_ = std::make_unique<conv::OpenCLConv>(rt_);
     const conv::ConvShape s{count, l.in.c, l.in.h, l.in.w, l.out.c, l.kernel, l.stride, l.pad};
     std::vector<conv::OpenCLConv::Launch> fwd, bwd;
     struct Stop {  // enqueue again however the recording ends
@@ -539,17 +477,17 @@ void OpenCLBatchEngine::plan(int count) {
         size_t partial = 1;
         for (size_t k = 0; k <= L; ++k) {
             const size_t size = n * static_cast<size_t>(k ? net_.layers[k - 1].out.size() : net_.input.size());
-            acts_[k] = cl::Buffer(context_, CL_MEM_READ_WRITE, size * sizeof(float));
-            queue_.enqueueFillBuffer(acts_[k], nan, 0, size * sizeof(float));
+            acts_[k] = rt_->buffer(size * sizeof(float));
+            rt_->fill(acts_[k], nan, size * sizeof(float));
             if (k == 0) continue;
-            deltas_[k - 1] = cl::Buffer(context_, CL_MEM_READ_WRITE, size * sizeof(float));
-            queue_.enqueueFillBuffer(deltas_[k - 1], nan, 0, size * sizeof(float));
+            deltas_[k - 1] = rt_->buffer(size * sizeof(float));
+            rt_->fill(deltas_[k - 1], nan, size * sizeof(float));
             const LayerSpec& l = net_.layers[k - 1];
             if (l.kind == LayerKind::Conv)  // up to one share per output row (plan_layer)
                 partial = std::max(partial, static_cast<size_t>(l.out.h) * (l.weight_count + l.bias_count));
             if (l.kind == LayerKind::Subsample) partial = std::max(partial, l.weight_count + l.bias_count);
         }
-        partials_ = cl::Buffer(context_, CL_MEM_READ_WRITE, n * partial * sizeof(float));
+        partials_ = rt_->buffer(n * partial * sizeof(float));
         capacity_ = count;
     }
     forward_.clear();
@@ -606,7 +544,7 @@ void OpenCLBatchEngine::plan(int count) {
         const int I = l.in.size(), O = l.out.size();
         if (fused_data_) {
             const size_t chunks = (static_cast<size_t>(O) + kFusedDataRows - 1) / kFusedDataRows;
-            scratch_.emplace_back(context_, CL_MEM_READ_WRITE, chunks * n * static_cast<size_t>(I) * sizeof(float));
+            scratch_.push_back(rt_->buffer(chunks * n * static_cast<size_t>(I) * sizeof(float)));
             fused_update_ = {{kernel(program_, "fc_sgd_data", params_, velocity_, deltas_[k], acts_[k], 0.0f, 0.0f,
                                      0.0f, as_int(w.device), as_int(b.device), count, I, O, scratch_.back()),
                               cl::NDRange((static_cast<size_t>(I) + 63) / 64 * 256, chunks), cl::NDRange(256, 1),
@@ -634,143 +572,14 @@ void OpenCLBatchEngine::plan(int count) {
     planned_ = count;
 }
 
-void OpenCLBatchEngine::enqueue_phase(Phase phase, std::vector<Launch>& launches, bool exact) {
-    if (launches.empty()) return;
-    const bool timed = spans_.timed(exact);
-    cl::Event first, last;
-    for (size_t i = 0; i < launches.size(); ++i) {
-        cl::Event event;
-        const bool edge = timed && (i == 0 || i + 1 == launches.size());
-        queue_.enqueueNDRangeKernel(launches[i].kernel, cl::NullRange, launches[i].global, launches[i].local, nullptr,
-                                    profile_ || edge ? &event : nullptr);
-        if (i == 0) first = event;
-        if (i + 1 == launches.size()) last = event;
-        if (profile_) launch_events_.emplace_back(launches[i].name, event);
-    }
-    if (timed) spans_.add(phase, first, last, exact);
-}
-
-void OpenCLBatchEngine::write(const cl::Buffer& buffer, const void* data, size_t bytes) {
-    cl::Event event;
-    queue_.enqueueWriteBuffer(buffer, CL_TRUE, 0, bytes, data, nullptr, &event);
-    spans_.add(Phase::Transfer, event, event, true);
-}
-
-void OpenCLBatchEngine::read(const cl::Buffer& buffer, void* data, size_t bytes) {
-    cl::Event event;
-    queue_.enqueueReadBuffer(buffer, CL_TRUE, 0, bytes, data, nullptr, &event);
-    spans_.add(Phase::Transfer, event, event, true);
-}
-
-void OpenCLBatchEngine::upload(Split split, const Dataset& data) {
-    cl_checked([&] {
-        const Shape& in = net_.input;
-        if (data.count <= 0) throw Error("cannot upload an empty data set");
-        if (in.c != 1 || data.rows > in.h || data.cols > in.w)
-            throw Error("images of " + std::to_string(data.rows) + "x" + std::to_string(data.cols) +
-                        " do not fit the network's input " + std::to_string(in.c) + "x" + std::to_string(in.h) + "x" +
-                        std::to_string(in.w));
-        collect_counters();  // the loss slots may be replaced below
-        SplitData& d = split == Split::Train ? train_ : test_;
-        const size_t count = static_cast<size_t>(data.count);
-        d.count = data.count;
-        // The bytes go up once and are converted on the device (data.cl, as OpenCLEngine does).
-        cl::Buffer bytes(context_, CL_MEM_READ_ONLY, data.images.size());
-        write(bytes, data.images.data(), data.images.size());
-        d.inputs = cl::Buffer(context_, CL_MEM_READ_WRITE, count * static_cast<size_t>(in.size()) * sizeof(float));
-        d.labels = cl::Buffer(context_, CL_MEM_READ_ONLY, count);
-        write(d.labels, data.labels.data(), count);
-        cl::Event converted;
-        queue_.enqueueNDRangeKernel(
-            kernel(program_, "images_to_inputs", bytes, data.rows, data.cols, byte_values_, d.inputs, in.h, in.w), cl::NullRange,
-            cl::NDRange(round_up(static_cast<size_t>(in.h * in.w), wg_), count), cl::NDRange(wg_, 1), nullptr,
-            &converted);
-        spans_.add(Phase::Transfer, converted, converted, true);
-        if (split == Split::Train) {
-            order_ = cl::Buffer(context_, CL_MEM_READ_ONLY, count * sizeof(int32_t));
-            order_set_ = false;
-        }
-        // The identity rows and the loss slots cover the larger split (a batch never exceeds it).
-        const int larger = std::max(train_.count, test_.count);
-        if (larger > slots_) {
-            slots_ = larger;
-            std::vector<int32_t> identity(static_cast<size_t>(larger));
-            std::iota(identity.begin(), identity.end(), 0);
-            identity_ = cl::Buffer(context_, CL_MEM_READ_ONLY, identity.size() * sizeof(int32_t));
-            write(identity_, identity.data(), identity.size() * sizeof(int32_t));
-            losses_ = cl::Buffer(context_, CL_MEM_READ_WRITE, identity.size() * sizeof(float));
-            hits_ = cl::Buffer(context_, CL_MEM_READ_WRITE, identity.size() * sizeof(int32_t));
-            planned_ = 0;  // the loss launch refers to the old buffers: plan again
-        }
-    });
-}
-
-void OpenCLBatchEngine::write_flat(const cl::Buffer& buffer, const std::vector<float>& values) {
-    const auto device = layout_.to_device(values);
-    write(buffer, device.data(), device.size() * sizeof(float));
-}
-
-std::vector<float> OpenCLBatchEngine::read_flat(const cl::Buffer& buffer) {
-    std::vector<float> device(layout_.size());
-    read(buffer, device.data(), device.size() * sizeof(float));
-    return layout_.to_host(device);
-}
-
-void OpenCLBatchEngine::set_params(const std::vector<float>& params) {
-    check_param_count(net_, params, "parameter buffer");
-    cl_checked([&] {
-        write_flat(params_, params);
-        queue_.enqueueFillBuffer(velocity_, 0.0f, 0, layout_.size() * sizeof(float));
-        // NaN in every gradient, so that one backward() fails to write shows up (zero in the padding,
-        // which the update reads too).
-        write_flat(grads_, std::vector<float>(net_.param_count, std::numeric_limits<float>::quiet_NaN()));
-    });
-}
-
-std::vector<float> OpenCLBatchEngine::params() {
-    return cl_checked([&] { return read_flat(params_); });
-}
-
-void OpenCLBatchEngine::set_momentum_buffer(const std::vector<float>& velocity) {
-    check_param_count(net_, velocity, "momentum buffer");
-    cl_checked([&] { write_flat(velocity_, velocity); });
-}
-
-std::vector<float> OpenCLBatchEngine::momentum_buffer() {
-    return cl_checked([&] { return read_flat(velocity_); });
-}
-
-void OpenCLBatchEngine::set_order(const std::vector<int32_t>& order) {
-    if (order.size() != static_cast<size_t>(train_.count))
-        throw Error("the training order has " + std::to_string(order.size()) + " entries, the training set " +
-                    std::to_string(train_.count) + " samples");
-    for (int32_t i : order)
-        if (i < 0 || i >= train_.count)
-            throw Error("the training order names sample " + std::to_string(i) + ", outside the training set");
-    cl_checked([&] {
-        // Non-blocking: the host copy must outlive the upload, so wait for the previous one first.
-        if (order_written_()) order_written_.wait();
-        order_host_ = order;
-        queue_.enqueueWriteBuffer(order_, CL_FALSE, 0, order.size() * sizeof(int32_t), order_host_.data(), nullptr,
-                                  &order_written_);
-        spans_.add(Phase::Transfer, order_written_, order_written_, true);
-        order_set_ = true;
-    });
-}
-
 void OpenCLBatchEngine::forward(Split split, int first, int count) {
     const bool train = split == Split::Train;
-    const SplitData& data = train ? train_ : test_;
-    if (data.count == 0) throw Error(std::string("forward() on the ") + (train ? "training" : "test") + " set before upload()");
-    if (train && !order_set_) throw Error("forward() on the training set before set_order()");
-    if (count <= 0 || first < 0 || first + count > data.count)
-        throw Error("batch " + std::to_string(first) + "+" + std::to_string(count) + " is outside the " +
-                    (train ? "training order" : "test set"));
+    const SplitData& data = batch_data(split, first, count);
     cl_checked([&] {
         complete_backward();  // before its buffers are overwritten
         if (count != planned_) plan(count);
         if (cursor_ + count > slots_) collect_counters();
-        spans_.start_step(train && count <= kFusedBatch);
+        timeline_.start_step(train && count <= kFusedBatch);
         const cl::Buffer& rows = train ? order_ : identity_;
         for (cl::Kernel& reader : input_readers_) {
             reader.setArg(0, data.inputs);
@@ -782,7 +591,7 @@ void OpenCLBatchEngine::forward(Split split, int first, int count) {
         loss.setArg(2, rows);
         loss.setArg(3, first);
         loss.setArg(12, cursor_);
-        enqueue_phase(Phase::Forward, forward_);
+        timeline_.run(Phase::Forward, forward_);
         cursor_ += count;
         count_ = count;
         last_was_train_ = train;
@@ -791,7 +600,7 @@ void OpenCLBatchEngine::forward(Split split, int first, int count) {
 
 void OpenCLBatchEngine::backward() {
     if (!last_was_train_) throw Error("backward() needs a training forward() first");
-    cl_checked([&] { enqueue_phase(Phase::Backward, backward_); });
+    cl_checked([&] { timeline_.run(Phase::Backward, backward_); });
     pending_ = !deferred_.empty();
 }
 
@@ -800,9 +609,9 @@ void OpenCLBatchEngine::backward() {
 void OpenCLBatchEngine::complete_backward() {
     if (!pending_) return;
     // Timed whenever it runs (when something asks for the gradients), not as a sample of the steps.
-    enqueue_phase(Phase::Backward, data_, true);
-    enqueue_phase(Phase::Backward, below_, true);
-    enqueue_phase(Phase::Backward, deferred_, true);
+    timeline_.run(Phase::Backward, data_, true);
+    timeline_.run(Phase::Backward, below_, true);
+    timeline_.run(Phase::Backward, deferred_, true);
     pending_ = false;
 }
 
@@ -817,54 +626,15 @@ void OpenCLBatchEngine::update(float lr, float momentum, float weight_decay) {
             return launches;
         };
         if (pending_) {
-            enqueue_phase(Phase::Update, rated(fused_update_));
-            enqueue_phase(Phase::Backward, data_reduce_);  // fc_sgd_data's delta below, then the layers there
-            enqueue_phase(Phase::Backward, below_);
-            enqueue_phase(Phase::Update, rated(below_update_));
+            timeline_.run(Phase::Update, rated(fused_update_));
+            timeline_.run(Phase::Backward, data_reduce_);  // fc_sgd_data's delta below, then the layers there
+            timeline_.run(Phase::Backward, below_);
+            timeline_.run(Phase::Update, rated(below_update_));
         } else {
-            enqueue_phase(Phase::Update, rated(update_));
+            timeline_.run(Phase::Update, rated(update_));
         }
         pending_ = false;
-        queue_.flush();  // hand the step to the device now, without waiting for it
-    });
-}
-
-// Reads back the per-sample losses and hits since the last collection and sums them in sample order.
-void OpenCLBatchEngine::collect_counters() {
-    if (cursor_ == 0) return;
-    const size_t n = static_cast<size_t>(cursor_);
-    std::vector<float> loss(n);
-    std::vector<int32_t> hit(n);
-    read(losses_, loss.data(), n * sizeof(float));
-    read(hits_, hit.data(), n * sizeof(int32_t));
-    for (size_t s = 0; s < n; ++s) {
-        counters_.loss_sum += loss[s];
-        counters_.correct += hit[s];
-    }
-    counters_.samples += cursor_;
-    cursor_ = 0;
-}
-
-Counters OpenCLBatchEngine::take_counters() {
-    return cl_checked([&] {
-        collect_counters();
-        const Counters c = counters_;
-        counters_ = {};
-        return c;
-    });
-}
-
-PhaseTimes OpenCLBatchEngine::take_times() {
-    return cl_checked([&] {
-        queue_.finish();
-        return spans_.take();
-    });
-}
-
-std::vector<KernelTime> OpenCLBatchEngine::take_kernel_times() {
-    return cl_checked([&] {
-        queue_.finish();
-        return kernel_times(std::exchange(launch_events_, {}));
+        rt_->flush();  // hand the step to the device now, without waiting for it
     });
 }
 
@@ -872,21 +642,8 @@ std::vector<float> OpenCLBatchEngine::layer_output(size_t layer) {
     if (count_ == 0) throw Error("layer_output() before forward()");
     return cl_checked([&] {
         std::vector<float> v(static_cast<size_t>(count_) * static_cast<size_t>(net_.layers.at(layer).out.size()));
-        read(acts_[layer + 1], v.data(), v.size() * sizeof(float));
+        timeline_.read(acts_[layer + 1], v.data(), v.size() * sizeof(float));
         return v;
-    });
-}
-
-void OpenCLBatchEngine::set_gradients(const std::vector<float>& gradients) {
-    check_param_count(net_, gradients, "gradient buffer");
-    cl_checked([&] { write_flat(grads_, gradients); });
-    pending_ = false;
-}
-
-std::vector<float> OpenCLBatchEngine::gradients() {
-    return cl_checked([&] {
-        complete_backward();
-        return read_flat(grads_);
     });
 }
 

@@ -10,19 +10,14 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "conv/opencl_conv.h"
-#include "engine/engine.h"
-#include "opencl/opencl_engine.h"
-#include "opencl/opencl_layout.h"
-#include "opencl/opencl_runtime.h"
-#include "opencl/phase_spans.h"
+#include "opencl/opencl_engine_base.h"
 
 namespace lenet5 {
 
-class OpenCLBatchEngine final : public Engine {
+class OpenCLBatchEngine final : public OpenCLEngineBase {
 public:
     // Throws Error when the device lacks what the variant needs (gpu-constant: a convolution's
     // or subsampling's weights larger than its __constant buffer).
@@ -30,53 +25,21 @@ public:
     // Im2col, Own (this engine's own convolution kernels), or Auto (what `lenet5 tune --conv` found
     // fastest for the layer's shape and batch on this device, own included; untuned: own). CLBlast cannot be planned ahead:
     // asking for it throws Error when a step is planned.
-    OpenCLBatchEngine(Network net, MemoryVariant memory, const OpenCLDevice& device,
+    OpenCLBatchEngine(Network net, MemoryVariant memory, std::shared_ptr<DeviceRuntime> runtime,
                       conv::ConvAlgo conv_algo = conv::ConvAlgo::Auto);
-    OpenCLBatchEngine(const OpenCLBatchEngine&) = delete;  // it owns its device state
-    OpenCLBatchEngine& operator=(const OpenCLBatchEngine&) = delete;
 
-    std::string variant() const override;
     std::string device() const override {
-        return device_.name + (tensor_cores_ ? " (batch-level), GEMMs on tensor cores (3xTF32)" : " (batch-level)");
+        return rt_->device().name + (tensor_cores_ ? " (batch-level), GEMMs on tensor cores (3xTF32)" : " (batch-level)");
     }
-    std::string platform() const override { return device_.platform_name; }
-
-    void upload(Split split, const Dataset& data) override;
-    void set_params(const std::vector<float>& params) override;
-    std::vector<float> params() override;
-    void set_momentum_buffer(const std::vector<float>& velocity) override;
-    std::vector<float> momentum_buffer() override;
-    void set_order(const std::vector<int32_t>& order) override;
 
     void forward(Split split, int first, int count) override;
     void backward() override;
     void update(float lr, float momentum, float weight_decay) override;
-
-    Counters take_counters() override;
-    PhaseTimes take_times() override;
-    void profile_kernels() override { profile_ = true; }
-    std::vector<KernelTime> take_kernel_times() override;
-
     std::vector<float> layer_output(size_t layer) override;
-    std::vector<float> gradients() override;
-    void set_gradients(const std::vector<float>& gradients) override;
 
 private:
+    using Launch = KernelLaunch;
 
-    struct Launch {
-        cl::Kernel kernel;
-        cl::NDRange global, local;
-        std::string name;
-    };
-
-    struct SplitData {
-        int count = 0;
-        cl::Buffer inputs;  // [count][input] floats, converted on the device
-        cl::Buffer labels;  // [count] bytes
-    };
-
-    // A layer's parameters as kernel arguments (sub-buffers, so that gpu-constant can pass them
-    // as __constant), and a convolution's connection lists.
     struct LayerData {
         cl::Buffer weights, bias;
         cl::Buffer conn_begin, conn_in, conn_out;  // by output map (network.h)
@@ -84,6 +47,10 @@ private:
         bool constant_fc = false;                  // gpu-constant: a fully connected layer read as __constant
         cl::Buffer grad_weights, grad_bias;        // a convolution's gradients in grads_ (host/conv/'s outputs)
     };
+
+    void complete_gradients() override { complete_backward(); }
+    void gradients_given() override { pending_ = false; }
+    void inputs_changed(Split split, bool slots_replaced) override;
 
     void build_program();
     void plan(int count);
@@ -95,40 +62,16 @@ private:
               int a_m, int a_k, const cl::Buffer& B, int b_off, int b_k, int b_n, const cl::Buffer& C, int c_off,
               int c_m, int c_n, int mode, int act, const cl::Buffer& E, int e_off);
     Launch sum_rows(const cl::Buffer& part, int rows, int cols, int split, int off_w, int off_b, const std::string& layer);
-    // exact: timed even in a step that is not (and not scaled as a sample of the steps).
-    void enqueue_phase(Phase phase, std::vector<Launch>& launches, bool exact = false);
     void complete_backward();
-    void write(const cl::Buffer& buffer, const void* data, size_t bytes);
-    void read(const cl::Buffer& buffer, void* data, size_t bytes);
-    void write_flat(const cl::Buffer& buffer, const std::vector<float>& values);
-    std::vector<float> read_flat(const cl::Buffer& buffer);
-    void collect_counters();
-    template <class... Args>
-    cl::Kernel kernel(const cl::Program& program, const char* name, const Args&... args);
 
-    Network net_;
-    MemoryVariant memory_;
-    OpenCLDevice device_;
-    cl::Context context_;
-    cl::CommandQueue queue_;
-    cl::Program program_;     // every kernel, the GEMM with large tiles
+    // program_: every kernel, the GEMM with large tiles.
     cl::Program small_gemm_;  // the GEMM with small tiles
-    size_t wg_ = 0;           // work-group size of the element-wise kernels
-    size_t compute_units_ = 1;
     bool tensor_cores_ = false;  // the large GEMMs run as gemm_tc_* (gemm_tc.cl), not gemm_fast_*
     int conv_fk_ = 0;         // the fast convolution kernels' kernel size (0: none of the layers fits them)
-    DeviceLayout layout_;
     std::vector<LayerData> layers_;
     conv::ConvAlgo conv_algo_;
     std::map<std::string, conv::ConvAlgo> tuned_conv_;  // lenet5 tune --conv's, by shape
     std::unique_ptr<conv::OpenCLConv> conv_;            // made when a layer first needs it
-
-    cl::Buffer params_, grads_, velocity_, byte_values_;
-    SplitData train_, test_;
-    cl::Buffer order_, identity_;  // the rows of a batch: the epoch's order, or 0, 1, 2, ... (test set)
-    std::vector<int32_t> order_host_;  // kept alive until its non-blocking upload is done
-    cl::Event order_written_;
-    bool order_set_ = false;
 
     // acts_[0]: the batch's inputs, acts_[k + 1]: layer k's outputs; deltas_[k]: layer k's deltas;
     // partials_: the gradient shares of a convolution (per sample or part of one) or subsampling (per sample).
@@ -154,17 +97,6 @@ private:
     std::vector<Launch> deferred_, fused_update_, data_, below_, data_reduce_, below_update_;
     size_t below_count_ = 0;  // plan(): backward_'s launches for the layers below fused_
     bool pending_ = false;    // backward() left the rest to the fused update
-
-    // Per-sample loss and hit of every forward since the last take_counters, at slot cursor_ on.
-    cl::Buffer losses_, hits_;
-    int slots_ = 0, cursor_ = 0;
-    Counters counters_;
-
-    // Each phase's first and last command (see OpenCLEngine: events on every launch cost host
-    // time); training steps of at most kFusedBatch samples are sampled (kTimeEvery).
-    PhaseSpans spans_;
-    bool profile_ = false;
-    std::vector<std::pair<std::string, cl::Event>> launch_events_;
 };
 
 }  // namespace lenet5

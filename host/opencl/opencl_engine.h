@@ -22,113 +22,63 @@
 // group (tail_step), then the steps above.
 #pragma once
 #include <array>
+#include <memory>
 #include <string>
-#include <utility>
-#include <vector>
 
-#include "engine/engine.h"
-#include "opencl/opencl_layout.h"
+#include "opencl/opencl_engine_base.h"
 #include "opencl/opencl_program.h"
-#include "opencl/phase_spans.h"
-#include "opencl/opencl_runtime.h"
 
 namespace lenet5 {
 
-enum class MemoryVariant {
-    Global,    // gpu: __global memory only
-    Constant,  // gpu-constant: the convolution pairs' parameters through __constant memory
-    Local,     // gpu-local: each sample's work area and the pairs' parameters in __local memory
-};
-
-class OpenCLEngine final : public Engine {
+class OpenCLEngine final : public OpenCLEngineBase {
 public:
     // group: items per sample's work-group, a power of two (0: the default, 256 or the device's
     // limit if lower); group_origin says where it came from (device() shows it).
-    OpenCLEngine(Network net, MemoryVariant memory, const OpenCLDevice& device, int group = 0,
+    OpenCLEngine(Network net, MemoryVariant memory, std::shared_ptr<DeviceRuntime> runtime, int group = 0,
                  std::string group_origin = "default");
-    OpenCLEngine(const OpenCLEngine&) = delete;  // it owns its device state
-    OpenCLEngine& operator=(const OpenCLEngine&) = delete;
 
     int group() const { return static_cast<int>(group_); }
 
-    std::string variant() const override;
     std::string device() const override {
-        return device_.name + " (" + std::to_string(group_) + " items per sample, " + group_origin_ + ")";
+        return rt_->device().name + " (" + std::to_string(group_) + " items per sample, " + group_origin_ + ")";
     }
-    std::string platform() const override { return device_.platform_name; }
-
-    void upload(Split split, const Dataset& data) override;
-    void set_params(const std::vector<float>& params) override;
-    std::vector<float> params() override;
-    void set_momentum_buffer(const std::vector<float>& velocity) override;
-    std::vector<float> momentum_buffer() override;
-    void set_order(const std::vector<int32_t>& order) override;
 
     void forward(Split split, int first, int count) override;
     void backward() override;
     void update(float lr, float momentum, float weight_decay) override;
-
-    Counters take_counters() override;
-    PhaseTimes take_times() override;
-    void profile_kernels() override { profile_ = true; }
-    std::vector<KernelTime> take_kernel_times() override;
-
     std::vector<float> layer_output(size_t layer) override;
-    std::vector<float> gradients() override;
-    void set_gradients(const std::vector<float>& gradients) override;
 
 private:
-
-    // One kernel with its fixed arguments set. per_sample: count work-groups of group_ items;
-    // otherwise `global` items (rounded up) in groups of wg_.
+    // One kernel with its fixed arguments set; sized() gives it its range for a batch. per_sample:
+    // count work-groups of group_ items; otherwise `items` items (rounded up) in groups of wg_.
     struct Launch {
-        cl::Kernel kernel;
+        KernelLaunch run;    // its kernel, its range (sized()) and its name in the per-kernel profile
         bool per_sample = false;
-        size_t global = 1;
+        size_t items = 1;
         int count_arg = -1;  // the argument that takes the batch count, if any
-        std::string name{};  // the kernel's, for the per-kernel profile
         size_t groups = 0;   // if not 0: this many work-groups of group_ items (the SPREAD_FIRST kernels)
     };
 
-    struct SplitData {
-        int count = 0;
-        cl::Buffer inputs;  // [count][input] floats, converted on the device
-        cl::Buffer labels;  // [count] bytes
-    };
+    void settle() override { finish_tail(); }
+    void complete_gradients() override { compute_pending_gradients(); }
+    void gradients_given() override { gradients_pending_ = false; }
+    void params_replaced() override;
+    void inputs_changed(Split split, bool slots_replaced) override;
 
-    // A flat parameter-layout buffer (params, velocity) to and from the device layout.
-    void write_flat(const cl::Buffer& buffer, const std::vector<float>& values);
-    std::vector<float> read_flat(const cl::Buffer& buffer);
     void build_program(int group);
     void plan_batch(int capacity);
     void check_local_memory(const cl::Kernel& kernel) const;
-    void enqueue(Launch& launch, int count, cl::Event* event = nullptr);
-    // exact: timed even on an untimed batch-1 step, and not scaled as a sample of the steps.
-    void enqueue_phase(Phase phase, const std::vector<Launch*>& launches, int count, bool exact = false);
-    void write(const cl::Buffer& buffer, const void* data, size_t bytes);
-    void read(const cl::Buffer& buffer, void* data, size_t bytes);
+    // The launch with its range (and count argument) for a batch of `count`.
+    const KernelLaunch* sized(Launch& launch, int count);
     void poison_activations();
-    void collect_counters();
     void compute_pending_gradients();
     void finish_tail();
-    template <class... Args>
-    cl::Kernel kernel(const char* name, const Args&... args);
 
-    Network net_;
-    MemoryVariant memory_;
-    OpenCLDevice device_;
     std::string group_origin_;
-    cl::Context context_;
-    cl::CommandQueue queue_;
-    size_t wg_ = 0;     // work-group size of the element-wise kernels
     size_t group_ = 0;  // items per sample's work-group (SG)
     size_t grad_params_ = 0;  // the gradients kernel's parameters per work-group (of wg_ items)
-    cl_ulong local_mem_ = 0;
-    DeviceLayout layout_;
     SampleProgram sample_;
-    cl::Program program_;
 
-    cl::Buffer params_, grads_, velocity_, byte_values_;
     cl::Buffer run_params_;  // the pairs' parameters: a sub-buffer of params_ (__constant for gpu-constant)
     Launch forward_, backward_, gradients_, update_;
     Launch step_, gradients_sgd_;  // batch 1: forward + backward, and gradients + update
@@ -152,12 +102,6 @@ private:
     bool fuse_tail_ = false;
     bool tail_pending_ = false;  // a batch-1 forward() ran only first_forward
 
-    SplitData train_, test_;
-    cl::Buffer order_, identity_;  // the rows of a batch: the epoch's order, or 0, 1, 2, ... (test set)
-    std::vector<int32_t> order_host_;  // kept alive until its non-blocking upload is done
-    cl::Event order_written_;
-    bool order_set_ = false;
-
     // Per sample of the batch: its activations and deltas ([capacity][act_floats], see step.cl),
     // its share of the pairs' gradients ([capacity][run_floats]); the groups' work areas
     // (gpu, gpu-constant: __global, [capacity][work floats]).
@@ -165,19 +109,6 @@ private:
     cl::Buffer sums_;  // the gradients kernel's lane sums (gpu, gpu-constant: __global, a slice per group)
     int capacity_ = 0, count_ = 0;
     bool last_was_train_ = false;
-
-    // Per-sample loss and hit of every forward since the last take_counters, at slot cursor_ on.
-    cl::Buffer losses_, hits_;
-    int slots_ = 0, cursor_ = 0;
-    Counters counters_;  // what collect_counters has read back so far
-
-    // What the device did, per phase of a step (or per transfer). Only a phase's first and last
-    // commands carry events: an event on every launch costs NVIDIA's driver ~3 us of host time
-    // each, more than many of the kernels take. Batch-1 training steps are sampled (kTimeEvery).
-    PhaseSpans spans_;
-    // profile_kernels(): every launch's event, by label, until take_kernel_times.
-    bool profile_ = false;
-    std::vector<std::pair<std::string, cl::Event>> launch_events_;
 };
 
 }  // namespace lenet5

@@ -64,16 +64,6 @@ OpenCLDevice select_opencl_device(int index) {
     return devices[static_cast<size_t>(index)];
 }
 
-std::vector<KernelTime> kernel_times(const std::vector<std::pair<std::string, cl::Event>>& launches) {
-    std::vector<KernelTime> times;
-    for (const auto& [label, event] : launches) {
-        const auto start = event.getProfilingInfo<CL_PROFILING_COMMAND_START>();
-        const auto end = event.getProfilingInfo<CL_PROFILING_COMMAND_END>();
-        add_kernel_time(times, label, 1, static_cast<double>(end - start) * 1e-6);
-    }
-    return times;
-}
-
 std::string cl_error_name(cl_int code) {
     switch (code) {
 #define LENET5_CL_ERROR(name) \

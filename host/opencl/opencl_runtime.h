@@ -10,7 +10,6 @@
 #include <utility>
 #include <vector>
 
-#include "engine/engine.h"
 #include "common/error.h"
 
 namespace lenet5 {
@@ -30,9 +29,6 @@ std::vector<OpenCLDevice> opencl_devices();
 // machine's GPU of the rank's local rank).
 // Throws Error when there is no such device.
 OpenCLDevice select_opencl_device(int index);
-
-// Each kernel's launches and device time from finished, profiled launch events (by label).
-std::vector<KernelTime> kernel_times(const std::vector<std::pair<std::string, cl::Event>>& launches);
 
 // CL_OUT_OF_RESOURCES etc. for an OpenCL error code.
 std::string cl_error_name(cl_int code);

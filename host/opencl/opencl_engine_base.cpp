@@ -1,0 +1,210 @@
+#include "opencl/opencl_engine_base.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <limits>
+#include <numeric>
+#include <utility>
+
+#include "engine/preprocess.h"
+
+namespace lenet5 {
+
+OpenCLEngineBase::OpenCLEngineBase(Network net, MemoryVariant memory, std::shared_ptr<DeviceRuntime> runtime,
+                                   int sample_every)
+    : net_(std::move(net)),
+      memory_(memory),
+      rt_(std::move(runtime)),
+      timeline_(rt_, sample_every),
+      wg_(floor_pow2(std::min(size_t{256}, rt_->max_group()))),
+      layout_(net_, rt_->align_floats()) {
+    cl_checked([&] {
+        const size_t bytes = layout_.size() * sizeof(float);
+        params_ = rt_->buffer(bytes);
+        grads_ = rt_->buffer(bytes);
+        velocity_ = rt_->buffer(bytes);
+        // The host's byte -> input conversion (preprocess.h) of all 256 byte values: the device
+        // converts by lookup, so both sides use the same floats.
+        std::vector<uint8_t> all(256);
+        std::iota(all.begin(), all.end(), uint8_t{0});
+        std::vector<float> values(256);
+        image_to_input(all.data(), 1, 256, Shape{1, 1, 256}, values.data());
+        byte_values_ = rt_->buffer(values.data(), values.size() * sizeof(float));
+    });
+}
+
+std::string OpenCLEngineBase::variant() const {
+    switch (memory_) {
+        case MemoryVariant::Global: return "gpu";
+        case MemoryVariant::Constant: return "gpu-constant";
+        case MemoryVariant::Local: return "gpu-local";
+    }
+    return "gpu";
+}
+
+std::string OpenCLEngineBase::build_options(const std::string& extra) const {
+    const char* memory = memory_ == MemoryVariant::Constant ? " -DMEM_CONSTANT"
+                         : memory_ == MemoryVariant::Local  ? " -DMEM_LOCAL"
+                                                            : "";
+    const char* env = std::getenv("LENET5_CL_OPTIONS");
+    return std::string("-cl-std=CL1.2") + memory + extra + (env && *env ? std::string(" ") + env : "");
+}
+
+void OpenCLEngineBase::upload(Split split, const Dataset& data) {
+    cl_checked([&] {
+        const Shape& in = net_.input;
+        if (data.count <= 0) throw Error("cannot upload an empty data set");
+        if (in.c != 1 || data.rows > in.h || data.cols > in.w)
+            throw Error("images of " + std::to_string(data.rows) + "x" + std::to_string(data.cols) +
+                        " do not fit the network's input " + std::to_string(in.c) + "x" + std::to_string(in.h) + "x" +
+                        std::to_string(in.w));
+        collect_counters();  // the loss slots may be replaced below
+        SplitData& d = split == Split::Train ? train_ : test_;
+        const size_t count = static_cast<size_t>(data.count);
+        d.count = data.count;
+        // The bytes go up once and are converted on the device; the byte buffer is released when
+        // the conversion has run.
+        const cl::Buffer bytes = rt_->buffer(data.images.size(), CL_MEM_READ_ONLY);
+        timeline_.write(bytes, data.images.data(), data.images.size());
+        d.inputs = rt_->buffer(count * static_cast<size_t>(in.size()) * sizeof(float));
+        d.labels = rt_->buffer(count, CL_MEM_READ_ONLY);
+        timeline_.write(d.labels, data.labels.data(), count);
+        cl::Event converted;
+        rt_->launch({DeviceRuntime::kernel(program_, "images_to_inputs", bytes, data.rows, data.cols, byte_values_,
+                                           d.inputs, in.h, in.w),
+                     cl::NDRange(round_up(static_cast<size_t>(in.h * in.w), wg_), count), cl::NDRange(wg_, 1), ""},
+                    &converted);
+        timeline_.transfer(converted);
+        if (split == Split::Train) {
+            order_ = rt_->buffer(count * sizeof(int32_t), CL_MEM_READ_ONLY);
+            order_set_ = false;
+        }
+        // The identity rows and the loss slots cover the larger split (a batch never exceeds it).
+        const int larger = std::max(train_.count, test_.count);
+        const bool replaced = larger > slots_;
+        if (replaced) {
+            slots_ = larger;
+            std::vector<int32_t> identity(static_cast<size_t>(larger));
+            std::iota(identity.begin(), identity.end(), 0);
+            identity_ = rt_->buffer(identity.size() * sizeof(int32_t), CL_MEM_READ_ONLY);
+            timeline_.write(identity_, identity.data(), identity.size() * sizeof(int32_t));
+            losses_ = rt_->buffer(identity.size() * sizeof(float));
+            hits_ = rt_->buffer(identity.size() * sizeof(int32_t));
+        }
+        inputs_changed(split, replaced);
+    });
+}
+
+const OpenCLEngineBase::SplitData& OpenCLEngineBase::batch_data(Split split, int first, int count) const {
+    const bool train = split == Split::Train;
+    const SplitData& data = train ? train_ : test_;
+    if (data.count == 0) throw Error(std::string("forward() on the ") + (train ? "training" : "test") + " set before upload()");
+    if (train && !order_set_) throw Error("forward() on the training set before set_order()");
+    if (count <= 0 || first < 0 || first + count > data.count)
+        throw Error("batch " + std::to_string(first) + "+" + std::to_string(count) + " is outside the " +
+                    (train ? "training order" : "test set"));
+    return data;
+}
+
+void OpenCLEngineBase::write_flat(const cl::Buffer& buffer, const std::vector<float>& values) {
+    const auto device = layout_.to_device(values);
+    timeline_.write(buffer, device.data(), device.size() * sizeof(float));
+}
+
+std::vector<float> OpenCLEngineBase::read_flat(const cl::Buffer& buffer) {
+    std::vector<float> device(layout_.size());
+    timeline_.read(buffer, device.data(), device.size() * sizeof(float));
+    return layout_.to_host(device);
+}
+
+// The parameters to `params`, the momentum to zero, the gradients to NaN (zero in the layout's
+// padding, which the update reads too), so that a gradient a backward fails to write shows up.
+void OpenCLEngineBase::set_params(const std::vector<float>& params) {
+    check_param_count(net_, params, "parameter buffer");
+    cl_checked([&] {
+        settle();  // the loss of a forward before these parameters
+        write_flat(params_, params);
+        rt_->fill(velocity_, 0.0f, layout_.size() * sizeof(float));
+        write_flat(grads_, std::vector<float>(net_.param_count, std::numeric_limits<float>::quiet_NaN()));
+        params_replaced();
+    });
+}
+
+std::vector<float> OpenCLEngineBase::params() {
+    return cl_checked([&] { return read_flat(params_); });
+}
+
+void OpenCLEngineBase::set_momentum_buffer(const std::vector<float>& velocity) {
+    check_param_count(net_, velocity, "momentum buffer");
+    cl_checked([&] { write_flat(velocity_, velocity); });
+}
+
+std::vector<float> OpenCLEngineBase::momentum_buffer() {
+    return cl_checked([&] { return read_flat(velocity_); });
+}
+
+void OpenCLEngineBase::set_order(const std::vector<int32_t>& order) {
+    if (order.size() != static_cast<size_t>(train_.count))
+        throw Error("the training order has " + std::to_string(order.size()) + " entries, the training set " +
+                    std::to_string(train_.count) + " samples");
+    for (int32_t i : order)
+        if (i < 0 || i >= train_.count)
+            throw Error("the training order names sample " + std::to_string(i) + ", outside the training set");
+    cl_checked([&] {
+        settle();  // a pending step reads its label through the order
+        // Non-blocking: the host copy must outlive the upload, so wait for the previous one first.
+        if (order_written_()) order_written_.wait();
+        order_host_ = order;
+        timeline_.write_async(order_, order_host_.data(), order.size() * sizeof(int32_t), order_written_);
+        order_set_ = true;
+        inputs_changed(Split::Train, false);
+    });
+}
+
+void OpenCLEngineBase::collect_counters() {
+    settle();
+    if (cursor_ == 0) return;
+    const size_t n = static_cast<size_t>(cursor_);
+    std::vector<float> loss(n);
+    std::vector<int32_t> hit(n);
+    timeline_.read(losses_, loss.data(), n * sizeof(float));
+    timeline_.read(hits_, hit.data(), n * sizeof(int32_t));
+    for (size_t s = 0; s < n; ++s) {
+        counters_.loss_sum += loss[s];
+        counters_.correct += hit[s];
+    }
+    counters_.samples += cursor_;
+    cursor_ = 0;
+}
+
+Counters OpenCLEngineBase::take_counters() {
+    return cl_checked([&] {
+        collect_counters();
+        return std::exchange(counters_, {});
+    });
+}
+
+PhaseTimes OpenCLEngineBase::take_times() {
+    return cl_checked([&] { return timeline_.take_times(); });
+}
+
+std::vector<KernelTime> OpenCLEngineBase::take_kernel_times() {
+    return cl_checked([&] { return timeline_.take_kernel_times(); });
+}
+
+std::vector<float> OpenCLEngineBase::gradients() {
+    return cl_checked([&] {
+        complete_gradients();
+        return read_flat(grads_);
+    });
+}
+
+void OpenCLEngineBase::set_gradients(const std::vector<float>& gradients) {
+    check_param_count(net_, gradients, "gradient buffer");
+    cl_checked([&] {
+        gradients_given();
+        write_flat(grads_, gradients);
+    });
+}
+
+}  // namespace lenet5

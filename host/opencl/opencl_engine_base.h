@@ -1,0 +1,116 @@
+// What both OpenCL training engines (opencl_engine.h: a work-group per sample; opencl_batch_engine.h:
+// a launch per layer over the batch) keep on the device the same way, on a DeviceRuntime and with a
+// Timeline of their own: the parameters, gradients and momentum in the device layout
+// (opencl_layout.h); both data sets, converted once when uploaded (data.cl's images_to_inputs);
+// the epoch's order and the test set's identity rows; each sample's loss and hit, read back and
+// summed in sample order when the counters are taken. The engines add their kernels, their
+// activations and their steps (forward, backward, update).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "opencl/device_runtime.h"
+#include "opencl/opencl_layout.h"
+#include "opencl/timeline.h"
+
+namespace lenet5 {
+
+enum class MemoryVariant {
+    Global,    // gpu: __global memory only
+    Constant,  // gpu-constant: small layers' parameters through __constant memory
+    Local,     // gpu-local: work areas and tiles in __local memory
+};
+
+class OpenCLEngineBase : public Engine {
+public:
+    OpenCLEngineBase(const OpenCLEngineBase&) = delete;  // it owns its device state
+    OpenCLEngineBase& operator=(const OpenCLEngineBase&) = delete;
+
+    std::string variant() const override;
+    std::string platform() const override { return rt_->device().platform_name; }
+
+    void upload(Split split, const Dataset& data) override;
+    void set_params(const std::vector<float>& params) override;
+    std::vector<float> params() override;
+    void set_momentum_buffer(const std::vector<float>& velocity) override;
+    std::vector<float> momentum_buffer() override;
+    void set_order(const std::vector<int32_t>& order) override;
+
+    Counters take_counters() override;
+    PhaseTimes take_times() override;
+    void profile_kernels() override { timeline_.profile_kernels(); }
+    std::vector<KernelTime> take_kernel_times() override;
+
+    std::vector<float> gradients() override;
+    void set_gradients(const std::vector<float>& gradients) override;
+
+protected:
+    // sample_every: the Timeline's sampling of small steps. The buffers of the parameters exist
+    // afterwards; the derived engine builds program_ and then calls set_params.
+    OpenCLEngineBase(Network net, MemoryVariant memory, std::shared_ptr<DeviceRuntime> runtime, int sample_every);
+
+    struct SplitData {
+        int count = 0;
+        cl::Buffer inputs;  // [count][input] floats, converted on the device
+        cl::Buffer labels;  // [count] bytes
+    };
+
+    // What the engines do their own way around the shared steps:
+    // settle: run what a step left pending whose results the losses, the order or the gradients
+    // depend on (the per-sample engine's deferred tail).
+    virtual void settle() {}
+    // complete_gradients: make grads_ hold the last backward's gradients (gradients() reads them).
+    virtual void complete_gradients() {}
+    // gradients_given: set_gradients() wrote grads_; update() applies those.
+    virtual void gradients_given() {}
+    // params_replaced: set_params() wrote new parameters (and NaN gradients).
+    virtual void params_replaced() {}
+    // inputs_changed: upload() or set_order() replaced what a planned step reads; slots_replaced:
+    // losses_, hits_ and identity_ are new buffers.
+    virtual void inputs_changed(Split split, bool slots_replaced) = 0;
+
+    // The data set a forward(split, first, count) reads; throws Error for a batch outside it, or
+    // data not uploaded or ordered yet.
+    const SplitData& batch_data(Split split, int first, int count) const;
+    // The OpenCL compiler's options: OpenCL C 1.2, the variant's memory knob, `extra`, then
+    // $LENET5_CL_OPTIONS (extra options, for experiments).
+    std::string build_options(const std::string& extra) const;
+
+    // Kernel `name` of `program` with its arguments set (DeviceRuntime::kernel).
+    template <class... Args>
+    static cl::Kernel kernel(const cl::Program& program, const char* name, const Args&... args) {
+        return DeviceRuntime::kernel(program, name, args...);
+    }
+
+    // A flat parameter-layout vector (parameters, gradients, momentum) to and from the device layout.
+    void write_flat(const cl::Buffer& buffer, const std::vector<float>& values);
+    std::vector<float> read_flat(const cl::Buffer& buffer);
+    // Reads back the losses and hits since the last collection and adds them up in sample order.
+    void collect_counters();
+
+    Network net_;
+    MemoryVariant memory_;
+    std::shared_ptr<DeviceRuntime> rt_;
+    // What the device did, per phase of a step (or per transfer), and the per-kernel profile.
+    Timeline timeline_;
+    size_t wg_ = 0;  // work-group size of the element-wise kernels
+    DeviceLayout layout_;
+    cl::Program program_;  // the engine's kernels, data.cl's among them
+
+    cl::Buffer params_, grads_, velocity_;
+    cl::Buffer byte_values_;  // the host's conversion (preprocess.h) of each byte value
+    SplitData train_, test_;
+    cl::Buffer order_, identity_;  // the rows of a batch: the epoch's order, or 0, 1, 2, ... (test set)
+    std::vector<int32_t> order_host_;  // kept alive until its non-blocking upload is done
+    cl::Event order_written_;
+    bool order_set_ = false;
+
+    // Per-sample loss and hit of every forward since the last take_counters, at slot cursor_ on.
+    cl::Buffer losses_, hits_;
+    int slots_ = 0, cursor_ = 0;
+    Counters counters_;  // what collect_counters has read back so far
+};
+
+}  // namespace lenet5
