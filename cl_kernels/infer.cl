@@ -36,16 +36,30 @@ __kernel void infer_pool(__global const float* in, __global float* out, int IH, 
     out[(size_t)sc * OH * OW + p] = is_max ? r : r / (float)(include_pad ? KH * KW : max(taps, 1));
 }
 
-// y[e] = act(x[e] + other): other = x2[e] (mode 1), addend[e % size] (mode 2) or nothing (mode 0).
-// NDRange (round_up(n, WG)).
-__kernel void infer_eltwise(__global const float* x, __global const float* x2, __global float* y, int n, int size,
-                            int mode, int act) {
+// y[e] = act(x[e] + x2[e]) (add 1) or act(x[e]) (add 0). NDRange (round_up(n, WG)).
+__kernel void infer_eltwise(__global const float* x, __global const float* x2, __global float* y, int n, int add,
+                            int act) {
     const int e = (int)get_global_id(0);
     if (e >= n) return;
-    float v = x[e];
-    if (mode == 1) v += x2[e];
-    else if (mode == 2) v += x2[e % size];
-    y[e] = act_forward(act, v);
+    y[e] = act_forward(act, add ? x[e] + x2[e] : x[e]);
+}
+
+// y[e] = act(x[e] * factor[e % size] + addend[e % size]). NDRange (round_up(n, WG)).
+__kernel void infer_affine(__global const float* x, __global const float* factor, __global const float* addend,
+                           __global float* y, int n, int size, int act) {
+    const int e = (int)get_global_id(0);
+    if (e >= n) return;
+    y[e] = act_forward(act, x[e] * factor[e % size] + addend[e % size]);
+}
+
+// Each IH x IW map inside an OH x OW one of `value`, PT rows above and PL columns left of it.
+// NDRange (round_up(OH*OW, WG), count*C).
+__kernel void infer_pad(__global const float* in, __global float* out, int IH, int IW, int OH, int OW, int PT, int PL,
+                        float value) {
+    const int p = (int)get_global_id(0), m = (int)get_global_id(1);
+    if (p >= OH * OW) return;
+    const int y = p / OW - PT, x = p % OW - PL;
+    out[(size_t)m * OH * OW + p] = y >= 0 && y < IH && x >= 0 && x < IW ? in[((size_t)m * IH + y) * IW + x] : value;
 }
 
 // Softmax of each sample's n values, one item per sample. NDRange (round_up(count, WG)).

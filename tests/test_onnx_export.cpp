@@ -2,7 +2,8 @@
 // exported through the command line, passes ONNX's own checker, and runs in onnxruntime
 // (bench/peers/onnxruntime_run.js) to the outputs of the `cpu` engine's forward (relative
 // error <= 1e-4 per output vector) and to the predictions of `lenet5 eval` (the same
-// confusion matrix) on a slice of the test set. Without node or onnxruntime-node the
+// confusion matrix) on a slice of the test set; `lenet5 infer` runs the export and the
+// checkpoint on every variant to onnxruntime's outputs (1e-5) and predictions. Without node or onnxruntime-node the
 // onnxruntime checks are skipped, except in CI (CI=true), where they fail.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -120,6 +121,25 @@ std::vector<int> predictions(const std::vector<float>& rows, int classes) {
     return p;
 }
 
+std::vector<std::string> infer_variants() {
+    std::vector<std::string> v{"cpu", "avx", "omp"};
+#ifdef LENET5_HAVE_OPENCL
+    for (const char* name : {"gpu", "gpu-constant", "gpu-local"}) v.push_back(name);
+#endif
+    return v;
+}
+
+// ||a - b|| / ||b|| of each `per` values, the largest.
+double worst_relative(const std::vector<float>& a, const std::vector<float>& b, size_t per) {
+    double worst = 0;
+    for (size_t s = 0; s * per < b.size(); ++s) {
+        const std::vector<float> x(a.begin() + std::ptrdiff_t(s * per), a.begin() + std::ptrdiff_t((s + 1) * per));
+        const std::vector<float> y(b.begin() + std::ptrdiff_t(s * per), b.begin() + std::ptrdiff_t((s + 1) * per));
+        worst = std::max(worst, relative_error(x, y));
+    }
+    return worst;
+}
+
 // `images`: the test-set slice run through both (few for the CNN, whose scalar forward is slow).
 void check_export(const Model& m, int images) {
     const std::string dir = mnist_dir();
@@ -162,6 +182,21 @@ void check_export(const Model& m, int images) {
                                    ref.begin() + static_cast<std::ptrdiff_t>((i + 1) * k));
         EXPECT_LE(relative_error(a, b), 1e-4) << name << " image " << i;
     }
+
+    // `lenet5 infer` runs the export, and the checkpoint itself, on every variant to onnxruntime's outputs.
+    const std::string in = temp_path(name + "_x.npy"), out = temp_path(name + "_y.npy");
+    write_file_atomic(in, npy_bytes(pixels(test_set, images)));
+    for (const std::string& variant : infer_variants())
+        for (const std::string& source : {"--onnx " + file, "--model " + ck}) {
+            SCOPED_TRACE(name + " on " + variant + " from " + source);
+            const CliResult r = run_cli("infer " + source + " --input " + in + " --output " + out + " --batch 16 --variant " + variant);
+            ASSERT_EQ(r.status, 0) << r.err;
+            const NpyArray y = read_npy(out);
+            ASSERT_EQ(y.shape, got->shape);
+            EXPECT_LE(worst_relative(y.data, got->data, k), 1e-5);
+            EXPECT_EQ(predictions(y.data, net.classes), predictions(got->data, net.classes));
+        }
+    for (const std::string& f : {in, out}) std::remove(f.c_str());
 
     // `lenet5 eval` on the same slice: its confusion matrix is onnxruntime's predictions.
     if (dir.empty()) GTEST_SKIP() << "MNIST not fetched: the comparison with lenet5 eval needs its test set";

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "cli_runner.h"
 #include "common/error.h"
@@ -218,6 +219,104 @@ TEST(OnnxInfer, EveryVariantMatchesCpuOnEveryOperator) {
     }
 }
 
+// What our own export and PyTorch's write around the layers: arithmetic with constants (Sub, Mul,
+// Div, Add; a constant on either side), a constant Pad, a grouped (depthwise) Conv.
+std::string arithmetic_model() {
+    ModelBuilder b({2, 5, 5});
+    b.weight("two", {});
+    b.g->mutable_initializer(0)->set_float_data(0, 2.0f);
+    b.node("Mul", {"x", "two"}, "m1");
+    b.weight("shift", {2, 1, 1});
+    b.node("Sub", {"shift", "m1"}, "s1");  // shift - 2x
+    b.weight("pads_value", {});
+    b.ints("pads", {0, 0, 1, 2, 0, 0, 2, 1});
+    b.node("Pad", {"s1", "pads", "pads_value"}, "p1");  // 2 x 8 x 8
+    b.weight("dw", {2, 1, 3, 3});
+    b.weight("db", {2});
+    auto* c1 = b.node("Conv", {"p1", "dw", "db"}, "c1");  // depthwise: 2 x 6 x 6
+    ModelBuilder::attr(c1, "group", 2);
+    b.weight("scale", {2, 1, 1});
+    b.node("Div", {"c1", "scale"}, "d1");  // per map: folds into the Conv
+    b.node("Tanh", {"d1"}, "t1");
+    b.weight("row", {6});
+    b.node("Add", {"t1", "row"}, "y");  // one value per column: cannot fold
+    return b.bytes("y");
+}
+
+TEST(OnnxInfer, ArithmeticPadAndGroupsFoldAndMatchAHandComputedSample) {
+    const InferGraph g = parse_onnx(arithmetic_model(), "m.onnx", "");
+    std::vector<std::string> kinds;
+    for (const InferOp& op : g.ops) kinds.push_back(op.op_type + "/" + act_name(op.act));
+    // Mul and Sub fold into one Affine; Div into the Conv before it, then Tanh; the last Add stays.
+    EXPECT_EQ(kinds, (std::vector<std::string>{"Mul/none", "Pad/none", "Conv/tanh", "Add/none"}));
+    ASSERT_EQ(g.values[g.output].dims, (std::vector<int64_t>{2, 6, 6}));
+
+    // The reference by hand, from the model's own initializers.
+    onnx::ModelProto m;
+    ASSERT_TRUE(m.ParseFromString(arithmetic_model()));
+    std::map<std::string, std::vector<float>> w;
+    for (const auto& t : m.graph().initializer()) w[t.name()] = {t.float_data().begin(), t.float_data().end()};
+    const std::vector<float> x = random_images(g, 1);
+    auto padded = [&](int c, int y, int xx) {  // p1[c][y][xx]
+        const int iy = y - 1, ix = xx - 2;
+        if (iy < 0 || iy >= 5 || ix < 0 || ix >= 5) return w["pads_value"][0];
+        return w["shift"][size_t(c)] - 2.0f * x[size_t((c * 5 + iy) * 5 + ix)];
+    };
+    std::vector<float> ref;
+    for (int c = 0; c < 2; ++c)
+        for (int y = 0; y < 6; ++y)
+            for (int xx = 0; xx < 6; ++xx) {
+                float sum = w["db"][size_t(c)];
+                for (int ky = 0; ky < 3; ++ky)
+                    for (int kx = 0; kx < 3; ++kx) sum += w["dw"][size_t((c * 3 + ky) * 3 + kx)] * padded(c, y + ky, xx + kx);
+                ref.push_back(std::tanh(sum / w["scale"][size_t(c)]) + w["row"][size_t(xx)]);
+            }
+    for (const std::string& v : [] {
+             auto all = variants();
+             all.insert(all.begin(), {"cpu", "avx"});
+             return all;
+         }()) {
+        SCOPED_TRACE(v);
+        EXPECT_LT(worst_relative(run(g, *runner(g, v, 1), x, 1, 1), ref, ref.size()), 1e-5);
+    }
+}
+
+TEST(OnnxInfer, ArithmeticAndPadItCannotRepresentAreOneLineErrors) {
+    {
+        ModelBuilder b({4});
+        b.node("Relu", {"x"}, "r");
+        b.node("Sub", {"x", "r"}, "y");
+        EXPECT_EQ(error_of(b.bytes("y")), "m.onnx: node 'y_node' (Sub): of two activations is not supported (only Add is)");
+    }
+    {
+        ModelBuilder b({4});
+        b.weight("w", {4});
+        b.node("Div", {"w", "x"}, "y");
+        EXPECT_EQ(error_of(b.bytes("y")), "m.onnx: node 'y_node' (Div): divides a constant by an activation, which is not supported");
+    }
+    {
+        ModelBuilder b({1, 4, 4});
+        b.ints("pads", {0, 1, 0, 0, 0, 0, 0, 0});
+        b.node("Pad", {"x", "pads"}, "y");
+        EXPECT_EQ(error_of(b.bytes("y")), "m.onnx: node 'y_node' (Pad): pads the batch or the channels, which is not supported");
+        ModelBuilder c({1, 4, 4});
+        c.ints("pads", {0, 0, 1, 1, 0, 0, 1, 1});
+        auto* p = c.node("Pad", {"x", "pads"}, "y");
+        auto* a = p->add_attribute();
+        a->set_name("mode");
+        a->set_type(onnx::AttributeProto::STRING);
+        a->set_s("reflect");
+        EXPECT_EQ(error_of(c.bytes("y")), "m.onnx: node 'y_node' (Pad): mode 'reflect' is not supported (only constant)");
+    }
+    {
+        ModelBuilder b({4, 5, 5});
+        b.weight("w", {6, 3, 3, 3});
+        auto* c = b.node("Conv", {"x", "w"}, "y");
+        ModelBuilder::attr(c, "group", 2);
+        EXPECT_EQ(error_of(b.bytes("y")), "m.onnx: node 'y_node' (Conv): weight 6x3x3x3 in 2 group(s) does not take the input's 4 maps");
+    }
+}
+
 // omp's convolution paths on shapes the every-operator model is too small for: Winograd (3x3,
 // stride 1) over several blocks of tiles, blocks ending mid tile row, output sizes that are not a
 // multiple of the 4x4 tile and uneven padding; then a 5x5 stride-1 convolution (a GEMM per tap).
@@ -279,7 +378,7 @@ TEST(OnnxInfer, MalformedModelsGetOneLineErrorsNamingNodeAndOperator) {
         ModelBuilder b({3, 8, 8});
         b.weight("w", {4, 2, 3, 3});
         b.node("Conv", {"x", "w"}, "y");
-        EXPECT_EQ(error_of(b.bytes("y")), "m.onnx: node 'y_node' (Conv): weight 4x2x3x3 does not take the input's 3 maps");
+        EXPECT_EQ(error_of(b.bytes("y")), "m.onnx: node 'y_node' (Conv): weight 4x2x3x3 in 1 group(s) does not take the input's 3 maps");
     }
     {  // a window larger than its input
         ModelBuilder b({3, 2, 2});
@@ -429,7 +528,8 @@ TEST(OnnxInfer, CommandWritesOutputsAndSummary) {
     EXPECT_EQ(bad.status, 1);
     EXPECT_NE(bad.err.find("is not N x 3 x 32 x 32"), std::string::npos) << bad.err;
     EXPECT_EQ(test::run_cli("infer --onnx " + kData + "small.onnx").status, 2);  // neither --input nor --random
-    EXPECT_EQ(test::run_cli("infer --onnx m.onnx --random 2 --variant avx").status, 2);
+    EXPECT_EQ(test::run_cli("infer --onnx m.onnx --random 2 --variant sse").status, 2);
+    EXPECT_EQ(test::run_cli("infer --onnx m.onnx --model m.ck --random 2").status, 2);  // two models
     std::remove(out.c_str());
     std::remove(json.c_str());
 }

@@ -19,7 +19,9 @@ std::string help_text() {
                "  lenet5 train [options]        train, printing one table row per epoch\n"
                "  lenet5 eval --model FILE      test accuracy, loss and confusion matrix of a checkpoint\n"
                "  lenet5 tune [options]         time each work-group size of the OpenCL variants, cache the fastest\n"
-               "  lenet5 infer --onnx FILE      run an ONNX model (e.g. VGG16) over images from an .npy file\n"
+               "  lenet5 infer --onnx FILE | --model CHECKPOINT\n"
+               "                                run an ONNX model (e.g. VGG16) or a checkpoint over images from\n"
+               "                                an .npy file\n"
                "  lenet5 convbench [options]    time the convolution algorithms (direct, im2col, clblast) beside\n"
                "                                each other on the seed's grid and VGG16's layers, checked\n"
                "  lenet5 models                 list the built-in models, their parameters and settings\n"
@@ -85,17 +87,20 @@ std::string help_text() {
            "                   the fastest (default cache: $LENET5_CONV_TUNING, else conv-tuning.tsv beside the\n"
            "                   above), which --conv-algo auto then uses on this device\n"
            "\n"
-           "infer options: runs an ONNX model (Conv, Relu, Sigmoid, Tanh, MaxPool, AveragePool,\n"
-           "              GlobalAveragePool, Gemm, MatMul, Add, Flatten, Reshape, Softmax, Dropout, Identity,\n"
-           "              Constant; one float input whose first dimension is the batch)\n"
+           "infer options: runs an ONNX model (Conv, also grouped, Relu, Sigmoid, Tanh, MaxPool, AveragePool,\n"
+           "              GlobalAveragePool, Gemm, MatMul, Add, Sub, Mul, Div (by constants; Add also of two\n"
+           "              activations), Pad (constant), Flatten, Reshape, Softmax, Dropout, Identity, Constant;\n"
+           "              one float input whose first dimension is the batch), or a checkpoint as `export` writes it\n"
            "  --onnx FILE      the model (external data is read from files beside it)\n"
+           "  --model CK       or a checkpoint of `train --save`: its input is the images' pixels in [0, 1]\n"
+           "                   (byte / 255), N x 1 x 28 x 28, its output the last layer's (as in `export`)\n"
            "  --input X.npy    the images: float32 .npy of shape N x (the model's input without its batch)\n"
            "  --random N       or N images uniform in [-1, 1), from --seed S (default 1)\n"
            "  --output Y.npy   write the outputs, float32 .npy of shape N x (the model's output)\n"
            "  --batch B        images per run (default 1)\n"
            "  --variant V      cpu (scalar reference), omp (all cores; Winograd for 3x3 convolutions, else\n"
-           "                   GEMMs), gpu, gpu-constant, gpu-local or auto (gpu-local on a GPU, else omp;\n"
-           "                   the default)\n"
+           "                   GEMMs), avx (omp's code on one thread), gpu, gpu-constant, gpu-local or auto\n"
+           "                   (gpu-local on a GPU, else omp; the default)\n"
            "  --device N, --threads N  as for train\n"
            "  --conv-algo A    OpenCL: the convolutions' algorithm, auto, direct, im2col or clblast (default auto:\n"
            "                   Winograd F(4x4,3x3) for 3x3 stride-1 layers of 16 or more input maps (a multiple\n"
@@ -231,6 +236,7 @@ void parse_infer_option(const std::string& flag, ArgReader& r, InferOptions& o) 
         if (into.empty()) throw UsageError(flag + " needs a non-empty value");
     };
     if (flag == "--onnx") path(o.onnx_path);
+    else if (flag == "--model") path(o.model_path);
     else if (flag == "--input") path(o.input_path);
     else if (flag == "--output") path(o.output_path);
     else if (flag == "--json") path(o.json_path);
@@ -241,8 +247,8 @@ void parse_infer_option(const std::string& flag, ArgReader& r, InferOptions& o) 
     else if (flag == "--variant") {
         o.engine.variant = r.value(flag);
         const std::string& v = o.engine.variant;
-        if (v != "cpu" && v != "omp" && v != "gpu" && v != "gpu-constant" && v != "gpu-local" && v != "auto")
-            throw UsageError(flag + ": '" + v + "' is not an infer variant (cpu, omp, gpu, gpu-constant, gpu-local, auto)");
+        if (v != "cpu" && v != "avx" && v != "omp" && v != "gpu" && v != "gpu-constant" && v != "gpu-local" && v != "auto")
+            throw UsageError(flag + ": '" + v + "' is not an infer variant (cpu, avx, omp, gpu, gpu-constant, gpu-local, auto)");
     } else if (flag == "--device") o.engine.device = parse_count(flag, r.value(flag), 0);
     else if (flag == "--threads") o.engine.threads = parse_count(flag, r.value(flag), 1);
     else if (flag == "--conv-algo") o.engine.conv_algo = conv::parse_algo(r.value(flag));
@@ -322,7 +328,8 @@ Command parse_command_line(const std::vector<std::string>& args) {
     if (cmd.kind == Command::Kind::Train && t.lr == 0.0f) throw UsageError("--lr must be greater than 0");
     if (cmd.kind == Command::Kind::Train && t.lr_decay == 0.0f) throw UsageError("--lr-decay must be greater than 0");
     if (cmd.kind == Command::Kind::Eval && e.model_path.empty()) throw UsageError("eval needs --model FILE");
-    if (cmd.kind == Command::Kind::Infer && cmd.infer.onnx_path.empty()) throw UsageError("infer needs --onnx FILE");
+    if (cmd.kind == Command::Kind::Infer && cmd.infer.onnx_path.empty() == cmd.infer.model_path.empty())
+        throw UsageError("infer needs one of --onnx FILE and --model CHECKPOINT");
     if (cmd.kind == Command::Kind::Infer && cmd.infer.input_path.empty() == (cmd.infer.random == 0))
         throw UsageError("infer needs one of --input X.npy and --random N");
     if (cmd.kind == Command::Kind::Export && (cmd.exporting.model_path.empty() || cmd.exporting.onnx_path.empty()))

@@ -3,11 +3,15 @@
 #include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <onnx/onnx_pb.h>
 
 #include "io/atomic_file.h"
 #include "common/error.h"
 #include "io/npy.h"
+#include "io/checkpoint.h"
+#include "io/onnx_export.h"
 #include "io/onnx_reader.h"
+#include "model/model_file.h"
 #include "common/rng.h"
 
 namespace lenet5 {
@@ -36,8 +40,18 @@ NpyArray load_images(const InferOptions& o, const InferGraph& g) {
     const std::vector<int64_t> per_sample(x.shape.begin() + (x.shape.empty() ? 0 : 1), x.shape.end());
     if (x.shape.empty() || x.shape[0] < 1 || per_sample != dims)
         throw Error(o.input_path + ": shape " + dims_text(x.shape) + " is not N x " + dims_text(dims) + " (the input of " +
-                    o.onnx_path + ")");
+                    (o.onnx_path.empty() ? o.model_path : o.onnx_path) + ")");
     return x;
+}
+
+// A checkpoint's network as `export` writes it, read back as `--onnx` reads a file: whatever export
+// writes, infer runs, and a checkpoint gives exactly its export's outputs.
+InferGraph checkpoint_graph(const std::string& path) {
+    const Checkpoint c = load_checkpoint(path);
+    const Network net = checkpoint_model(c, path).net;
+    std::string bytes;
+    if (!onnx_model(net, c.params).SerializeToString(&bytes)) throw Error(path + ": cannot build its ONNX model");
+    return parse_onnx(bytes, path, "");
 }
 
 size_t argmax(const float* v, int64_t n) { return size_t(std::max_element(v, v + n) - v); }
@@ -45,7 +59,8 @@ size_t argmax(const float* v, int64_t n) { return size_t(std::max_element(v, v +
 }  // namespace
 
 int run_infer(const InferOptions& o, std::ostream& out) {
-    const InferGraph g = read_onnx(o.onnx_path);
+    const InferGraph g = o.onnx_path.empty() ? checkpoint_graph(o.model_path) : read_onnx(o.onnx_path);
+    const std::string& source = o.onnx_path.empty() ? o.model_path : o.onnx_path;
     const NpyArray x = load_images(o, g);
     const int images = int(x.shape[0]);
     InferRequest request = o.engine;
@@ -77,7 +92,7 @@ int run_infer(const InferOptions& o, std::ostream& out) {
     std::vector<size_t> top1;
     for (int s = 0; s < images; ++s) top1.push_back(argmax(y.data.data() + size_t(s) * out_size, out_size));
 
-    out << "lenet5: " << o.onnx_path << " on " << runner->variant() << ", " << runner->device() << ": " << images
+    out << "lenet5: " << source << " on " << runner->variant() << ", " << runner->device() << ": " << images
         << " images at batch " << request.batch << ", " << median << " ms per image"
         << (o.repeats > 1 ? " (median of " + std::to_string(o.repeats) + " passes)" : "") << "; top-1 of the first:";
     for (int s = 0; s < std::min(images, 10); ++s) out << " " << top1[size_t(s)];
@@ -94,7 +109,7 @@ int run_infer(const InferOptions& o, std::ostream& out) {
                               {"act", act_name(op.act)},
                               {"ms_per_image", (ms[k] - warm[k]) / (double(images) * o.repeats)}});
         }
-        const nlohmann::json j = {{"model", o.onnx_path},        {"variant", runner->variant()},
+        const nlohmann::json j = {{"model", source},        {"variant", runner->variant()},
                                   {"device", runner->device()},  {"images", images},
                                   {"batch", request.batch},      {"repeats", o.repeats},
                                   {"ms_per_image", median},      {"ms_per_image_all", per_image},

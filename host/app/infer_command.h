@@ -1,4 +1,4 @@
-// `lenet5 infer`: runs an ONNX model over images from an .npy file (or seeded random ones) on a
+// `lenet5 infer`: runs an ONNX model (or a checkpoint, as `export` writes it) over images from an .npy file (or seeded random ones) on a
 // variant, writes the outputs as .npy, prints a summary line and optionally per-layer times as JSON.
 #pragma once
 #include <cstdint>
@@ -10,7 +10,8 @@
 namespace lenet5 {
 
 struct InferOptions {
-    std::string onnx_path, input_path, output_path, json_path;
+    std::string onnx_path, model_path;  // one of them: --onnx FILE or --model CHECKPOINT
+    std::string input_path, output_path, json_path;
     int random = 0;      // --random N: N images uniform in [-1, 1) instead of --input
     uint64_t seed = 1;   // --seed of the random images
     int repeats = 1;     // timed passes over all images; above 1, after one untimed pass

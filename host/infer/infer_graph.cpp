@@ -16,21 +16,63 @@ const char* act_name(InferAct act) {
 
 namespace {
 
-void fuse_activations(InferGraph& g) {
-    std::vector<int> readers(g.values.size(), 0);
+// How many ops read each value (the graph's output counts as one more reader).
+std::vector<int> readers(const InferGraph& g) {
+    std::vector<int> n(g.values.size(), 0);
     for (const InferOp& op : g.ops) {
-        ++readers[op.in];
-        if (op.in2 >= 0) ++readers[op.in2];
+        ++n[size_t(op.in)];
+        if (op.in2 >= 0) ++n[size_t(op.in2)];
     }
+    ++n[size_t(g.output)];
+    return n;
+}
+
+// Whether v (per-sample, over maps of `plane` elements each) holds one value per map.
+bool per_map(const std::vector<float>& v, int64_t plane) {
+    for (size_t e = 0; e < v.size(); ++e)
+        if (v[e] != v[e - e % size_t(plane)]) return false;
+    return true;
+}
+
+// Folds `op` (an Affine or Act) into `prev`, whose output only `op` reads; false if it cannot.
+bool fold_into(const InferGraph& g, InferOp& prev, const InferOp& op) {
+    if (prev.act != InferAct::None) return false;
+    if (op.kind == InferOpKind::Act) {
+        if (prev.kind != InferOpKind::Conv && prev.kind != InferOpKind::Dense && prev.kind != InferOpKind::Add &&
+            prev.kind != InferOpKind::Affine)
+            return false;
+        prev.act = op.act;
+        return true;
+    }
+    if (prev.kind == InferOpKind::Affine) {  // (x f1 + a1) f2 + a2
+        for (size_t e = 0; e < prev.factor.size(); ++e) {
+            prev.addend[e] = prev.addend[e] * op.factor[e] + op.addend[e];
+            prev.factor[e] *= op.factor[e];
+        }
+        prev.act = op.act;
+        return true;
+    }
+    if (prev.kind != InferOpKind::Conv && prev.kind != InferOpKind::Dense) return false;
+    const auto& dims = g.values[size_t(prev.out)].dims;
+    const int64_t maps = dims[0], plane = g.values[size_t(prev.out)].size() / maps;
+    if (!per_map(op.factor, plane) || !per_map(op.addend, plane)) return false;
+    const size_t per_output = prev.weight.size() / size_t(maps);
+    for (int64_t o = 0; o < maps; ++o) {
+        const float f = op.factor[size_t(o * plane)], a = op.addend[size_t(o * plane)];
+        for (size_t k = 0; k < per_output; ++k) prev.weight[size_t(o) * per_output + k] *= f;
+        prev.bias[size_t(o)] = prev.bias[size_t(o)] * f + a;
+    }
+    prev.act = op.act;
+    return true;
+}
+
+void fold(InferGraph& g) {
+    const std::vector<int> reads = readers(g);
     std::vector<InferOp> kept;
     for (InferOp& op : g.ops) {
-        if (op.kind == InferOpKind::Act && !kept.empty()) {
+        if ((op.kind == InferOpKind::Act || op.kind == InferOpKind::Affine) && !kept.empty()) {
             InferOp& prev = kept.back();
-            const bool fusable = prev.kind == InferOpKind::Conv || prev.kind == InferOpKind::Dense ||
-                                 prev.kind == InferOpKind::Add;
-            if (fusable && prev.act == InferAct::None && prev.out == op.in && readers[op.in] == 1 &&
-                op.in != g.output) {
-                prev.act = op.act;
+            if (prev.out == op.in && reads[size_t(op.in)] == 1 && fold_into(g, prev, op)) {
                 prev.out = op.out;
                 prev.name += "+" + op.name;
                 continue;
@@ -82,7 +124,7 @@ void assign_slots(InferGraph& g) {
 }  // namespace
 
 void finish_graph(InferGraph& g) {
-    fuse_activations(g);
+    fold(g);
     assign_slots(g);
 }
 

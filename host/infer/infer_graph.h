@@ -4,6 +4,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -16,7 +17,9 @@ enum class InferOpKind {
     MaxPool,  // 2-D windows; padding never wins
     AvgPool,  // 2-D windows; count_include_pad says whether padding counts in the divisor
     Dense,    // out[o] = act(sum_i weight[o][i] in[i] + bias[o]) (Gemm, MatMul), in flattened
-    Add,      // out = act(in + in2) (in2 another activation of the same shape) or act(in + addend)
+    Add,      // out = act(in + in2), in2 another activation of the same shape
+    Affine,   // out = act(in * factor + addend): Add, Sub, Mul, Div by constants, folded together
+    Pad,      // constant padding of each map: pt/pl/pb/pr rows and columns of pad_value
     Act,      // out = act(in)
     Softmax,  // over a per-sample vector
     Reshape,  // the same floats under another shape (Flatten, Reshape): no work, the buffer is shared
@@ -26,13 +29,14 @@ struct InferOp {
     InferOpKind kind = InferOpKind::Act;
     std::string name, op_type;  // the ONNX node's name (or "node N") and operator
     int in = -1, in2 = -1, out = -1;  // value ids
-    InferAct act = InferAct::None;    // fused into Conv, Dense, Add; the function of Act
-    // Conv and pooling: window, strides, padding (top/left, bottom/right)
+    InferAct act = InferAct::None;    // fused into Conv, Dense, Add, Affine; the function of Act
+    // Conv and pooling: window, strides, padding (top/left, bottom/right); Pad: its padding
     int kh = 1, kw = 1, sh = 1, sw = 1, pt = 0, pl = 0, pb = 0, pr = 0;
     bool count_include_pad = false;
     std::vector<float> weight;  // Conv: [out maps][in maps][kh][kw]; Dense: [out][in]
     std::vector<float> bias;    // Conv, Dense: one per output map / unit (zeros when absent)
-    std::vector<float> addend;  // Add with a constant: broadcast to the per-sample shape
+    std::vector<float> factor, addend;  // Affine: broadcast to the per-sample shape
+    float pad_value = 0.0f;             // Pad
 };
 
 struct InferValue {
@@ -49,14 +53,17 @@ struct InferGraph {
     std::vector<InferOp> ops;
     int input = -1, output = -1;
     std::string input_name, output_name;
+    std::map<std::string, std::string> metadata;  // the model's metadata_props (e.g. lenet5.model)
     // Where each value lives: values that are never alive at the same time share a slot (an op's
     // output never shares its inputs' slot; a Reshape's output is its input's slot).
     std::vector<int> slot_of;
     std::vector<int64_t> slot_floats;  // per sample
 };
 
-// Folds each activation into the Conv, Dense or Add before it when that op's output feeds only
-// it, then assigns the slots. Called by the reader; exposed for tests of hand-made graphs.
+// Folds what can be folded, each op into the one before it when that op's output feeds only it:
+// consecutive Affines into one, an Affine constant per map or unit into the Conv or Dense before
+// it, each activation into the Conv, Dense, Add or Affine before it. Then assigns the slots.
+// Called by the reader; exposed for tests of hand-made graphs.
 void finish_graph(InferGraph& g);
 
 const char* act_name(InferAct act);

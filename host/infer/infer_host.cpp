@@ -1,5 +1,5 @@
 // The host variants of `lenet5 infer`: `cpu` computes every op with plain scalar loops, one
-// thread (the reference); `omp` computes 3x3 stride-1 convolutions with Winograd F(4x4, 3x3)
+// thread (the reference); `omp` (on all cores) and `avx` (the same code on one thread) compute 3x3 stride-1 convolutions with Winograd F(4x4, 3x3)
 // (winograd_host.h), other stride-1 ones of many input maps as a GEMM per tap, of few input maps
 // row by row (conv_rows_host.h), the rest as im2col + GEMM over blocks of output pixels (each
 // block's unrolled windows stay in cache), and fully connected layers as GEMMs over blocks of
@@ -85,19 +85,20 @@ void gemm(bool trans_b, int M, int N, int K, const float* A, int lda, const floa
 
 class HostRunner final : public InferRunner {
 public:
-    HostRunner(const InferGraph& g, const InferRequest& r, bool fast) : g_(g), fast_(fast), batch_(r.batch) {
+    HostRunner(const InferGraph& g, const InferRequest& r)
+        : g_(g), variant_(r.variant), fast_(r.variant != "cpu"), batch_(r.batch) {
         threads_ = 1;
 #ifdef LENET5_HAVE_OPENMP
-        if (fast) threads_ = r.threads > 0 ? r.threads : omp_get_max_threads();
+        if (variant_ == "omp") threads_ = r.threads > 0 ? r.threads : omp_get_max_threads();
 #endif
-        if (fast && !kOpenMP) throw Error("variant omp: this build has no OpenMP");
+        if (variant_ == "omp" && !kOpenMP) throw Error("variant omp: this build has no OpenMP");
 #ifdef LENET5_HAVE_OPENBLAS
         openblas_set_num_threads(1);  // the blocks are spread over OpenMP threads instead
 #endif
         for (const int64_t floats : g_.slot_floats) slots_.emplace_back(size_t(floats) * size_t(batch_));
         ms_.assign(g_.ops.size(), 0.0);
         path_.assign(g_.ops.size(), ConvPath::Reference);
-        if (!fast) return;
+        if (!fast_) return;
         size_t scratch = 0, padded = 0;
         filters_.resize(g_.ops.size());
         for (size_t k = 0; k < g_.ops.size(); ++k) {
@@ -138,7 +139,7 @@ public:
         padded_.resize(padded);
     }
 
-    std::string variant() const override { return fast_ ? "omp" : "cpu"; }
+    std::string variant() const override { return variant_; }
     std::string device() const override {
         std::string blas;
 #ifdef LENET5_HAVE_OPENBLAS
@@ -146,7 +147,8 @@ public:
         // AMD Zen 4 for Haswell, AVX2 only, where SkylakeX's AVX-512 kernels are 1.6-2x faster).
         blas = std::string(", OpenBLAS ") + openblas_get_corename();
 #endif
-        return fast_ ? "host (" + std::to_string(threads_) + " threads" + blas + ")" : "host";
+        if (!fast_) return "host";
+        return "host (" + std::to_string(threads_) + (threads_ == 1 ? " thread" : " threads") + blas + ")";
     }
     std::vector<double> op_ms() const override { return ms_; }
 
@@ -214,18 +216,21 @@ private:
             case InferOpKind::MaxPool:
             case InferOpKind::AvgPool: pool(op, x, y, count); return;
             case InferOpKind::Add:
+            case InferOpKind::Affine:
             case InferOpKind::Act: {
                 const float* x2 = op.in2 >= 0 ? slot(op.in2) : nullptr;
+                const bool affine = op.kind == InferOpKind::Affine;
                 const int64_t total = in_size * count;
 #pragma omp parallel for num_threads(par) if (par > 1 && total >= kParallelMin)
                 for (int64_t e = 0; e < total; ++e) {
                     float v = x[e];
                     if (x2) v += x2[e];
-                    else if (!op.addend.empty()) v += op.addend[size_t(e % in_size)];
+                    else if (affine) v = v * op.factor[size_t(e % in_size)] + op.addend[size_t(e % in_size)];
                     y[e] = activate(op.act, v);
                 }
                 return;
             }
+            case InferOpKind::Pad: pad(op, x, y, count); return;
             case InferOpKind::Softmax:
                 for (int s = 0; s < count; ++s) {
                     const float* a = x + s * in_size;
@@ -236,6 +241,16 @@ private:
                     for (int64_t e = 0; e < in_size; ++e) b[e] = float(b[e] / sum);
                 }
                 return;
+        }
+    }
+
+    void pad(const InferOp& op, const float* x, float* y, int count) const {
+        const auto &i = g_.values[size_t(op.in)].dims, &o = g_.values[size_t(op.out)].dims;
+        const int64_t maps = i[0] * count, IH = i[1], IW = i[2], OH = o[1], OW = o[2];
+        for (int64_t m = 0; m < maps; ++m) {
+            float* out = y + m * OH * OW;
+            std::fill(out, out + OH * OW, op.pad_value);
+            for (int64_t r = 0; r < IH; ++r) std::copy_n(x + (m * IH + r) * IW, IW, out + (r + op.pt) * OW + op.pl);
         }
     }
 
@@ -488,6 +503,7 @@ private:
     }
 
     const InferGraph& g_;
+    std::string variant_;  // cpu, avx or omp
     bool fast_;
     int batch_, threads_ = 1;
     std::vector<std::vector<float>> slots_, cols_;  // cols_: per thread
@@ -500,7 +516,7 @@ private:
 }  // namespace
 
 std::unique_ptr<InferRunner> make_host_runner(const InferGraph& graph, const InferRequest& request) {
-    return std::make_unique<HostRunner>(graph, request, request.variant == "omp");
+    return std::make_unique<HostRunner>(graph, request);
 }
 
 }  // namespace lenet5

@@ -98,7 +98,10 @@ private:
                 w.weight = upload(op.weight);
             }
             if (!op.bias.empty()) w.bias = upload(op.bias);
-            if (!op.addend.empty()) w.addend = upload(op.addend);
+            if (op.kind == InferOpKind::Affine) {
+                w.factor = upload(op.factor);
+                w.addend = upload(op.addend);
+            }
             weights_.push_back(std::move(w));
         }
         rt_->finish();
@@ -165,10 +168,22 @@ private:
             }
             case InferOpKind::Add:
             case InferOpKind::Act: {
-                const int n = in_size * count, mode = op.in2 >= 0 ? 1 : op.addend.empty() ? 0 : 2;
-                const cl::Buffer& other = op.in2 >= 0 ? slot(op.in2) : op.addend.empty() ? x : w.addend;
-                launch(events, "infer_eltwise", cl::NDRange(round_up(size_t(n), wg_)), cl::NDRange(wg_), x, other, y, n,
-                       in_size, mode, act_code(op.act));
+                const int n = in_size * count;
+                launch(events, "infer_eltwise", cl::NDRange(round_up(size_t(n), wg_)), cl::NDRange(wg_), x,
+                       op.in2 >= 0 ? slot(op.in2) : x, y, n, int(op.in2 >= 0), act_code(op.act));
+                return;
+            }
+            case InferOpKind::Affine: {
+                const int n = in_size * count;
+                launch(events, "infer_affine", cl::NDRange(round_up(size_t(n), wg_)), cl::NDRange(wg_), x, w.factor,
+                       w.addend, y, n, in_size, act_code(op.act));
+                return;
+            }
+            case InferOpKind::Pad: {
+                const auto &i = g_.values[op.in].dims, &o = g_.values[op.out].dims;
+                const int OH = int(o[1]), OW = int(o[2]);
+                launch(events, "infer_pad", cl::NDRange(round_up(size_t(OH) * OW, wg_), size_t(count) * i[0]),
+                       cl::NDRange(wg_, 1), x, y, int(i[1]), int(i[2]), OH, OW, op.pt, op.pl, op.pad_value);
                 return;
             }
             case InferOpKind::Softmax:
@@ -178,7 +193,7 @@ private:
     }
 
     struct Weights {
-        cl::Buffer weight, bias, addend;
+        cl::Buffer weight, bias, factor, addend;
         cl::Buffer winograd;  // instead of weight, a Conv that auto computes by Winograd: winograd_filters()
     };
 

@@ -18,7 +18,7 @@ std::unique_ptr<InferRunner> make_infer_runner(const InferGraph& graph, const In
         r.variant = "omp";
 #endif
     }
-    if (r.variant == "cpu" || r.variant == "omp") return make_host_runner(graph, r);
+    if (r.variant == "cpu" || r.variant == "avx" || r.variant == "omp") return make_host_runner(graph, r);
     if (r.variant == "gpu" || r.variant == "gpu-constant" || r.variant == "gpu-local") {
 #ifdef LENET5_HAVE_OPENCL
         return make_opencl_runner(graph, r);
@@ -26,7 +26,7 @@ std::unique_ptr<InferRunner> make_infer_runner(const InferGraph& graph, const In
         throw Error("variant " + r.variant + ": this build has no OpenCL support");
 #endif
     }
-    throw UsageError("--variant: unknown variant '" + r.variant + "' (cpu, omp, gpu, gpu-constant, gpu-local, auto)");
+    throw UsageError("--variant: unknown variant '" + r.variant + "' (cpu, avx, omp, gpu, gpu-constant, gpu-local, auto)");
 }
 
 }  // namespace lenet5

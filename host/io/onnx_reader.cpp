@@ -47,6 +47,7 @@ public:
         for (const auto& opset : model.opset_import())
             if ((opset.domain().empty() || opset.domain() == "ai.onnx") && opset.version() < 7)
                 throw Error(name_ + ": ONNX opset " + std::to_string(opset.version()) + " is older than 7");
+        for (const auto& p : model.metadata_props()) g_.metadata[p.key()] = p.value();
         const onnx::GraphProto& graph = model.graph();
         for (const auto& t : graph.initializer()) constants_[t.name()] = tensor(t, "initializer '" + t.name() + "'");
         read_input(graph);
@@ -290,13 +291,16 @@ private:
         const Constant& w = constant(n, 1, "weight");
         const auto& d = dims(op.in);
         if (w.dims.size() != 4) fail(n, "weight is " + dims_text(w.dims) + ", not 4-D");
-        if (attr_int(n, "group", 1) != 1) fail(n, "grouped convolutions (group != 1) are not supported");
-        if (w.dims[1] != d[0]) fail(n, "weight " + dims_text(w.dims) + " does not take the input's " + std::to_string(d[0]) + " maps");
+        const int64_t groups = attr_int(n, "group", 1);
+        if (groups < 1 || d[0] % groups || w.dims[0] % groups || w.dims[1] * groups != d[0])
+            fail(n, "weight " + dims_text(w.dims) + " in " + std::to_string(groups) + " group(s) does not take the input's " +
+                        std::to_string(d[0]) + " maps");
+        if (w.dims[0] * d[0] * w.dims[2] * w.dims[3] > kMaxElements) fail(n, "the grouped weight is too large to expand");
         const auto ks = attr_ints(n, "kernel_shape", {w.dims[2], w.dims[3]});
         if (ks.size() != 2 || ks[0] != w.dims[2] || ks[1] != w.dims[3]) fail(n, "kernel_shape does not match the weight " + dims_text(w.dims));
         int64_t oh = 0, ow = 0;
         window(n, op, w.dims[2], w.dims[3], oh, ow);
-        op.weight = w.f;
+        op.weight = groups == 1 ? w.f : dense_weights(w, groups, d[0]);
         op.bias.assign(static_cast<size_t>(w.dims[0]), 0.0f);
         if (n.input_size() > 2 && !n.input(2).empty()) {
             const Constant& b = constant(n, 2, "bias");
@@ -304,6 +308,19 @@ private:
             op.bias = b.f;
         }
         output(n, std::move(op), {w.dims[0], oh, ow});
+    }
+
+    // A grouped convolution's weight [O][C/groups][kh][kw] as one over every input map, [O][C][kh][kw],
+    // zero where an output map does not read an input map (LeNet-5's subsampling exports as one group
+    // per map; the executors take one group).
+    static std::vector<float> dense_weights(const Constant& w, int64_t groups, int64_t maps) {
+        const int64_t out = w.dims[0], per = w.dims[1], taps = w.dims[2] * w.dims[3], out_per_group = out / groups;
+        std::vector<float> dense(static_cast<size_t>(out * maps * taps), 0.0f);
+        for (int64_t o = 0; o < out; ++o)
+            for (int64_t i = 0; i < per; ++i)
+                std::copy_n(w.f.begin() + (o * per + i) * taps, taps,
+                            dense.begin() + (o * maps + o / out_per_group * per + i) * taps);
+        return dense;
     }
 
     void pool(const onnx::NodeProto& n, bool max, bool global) {
@@ -351,40 +368,98 @@ private:
         output(n, std::move(op), {out});
     }
 
-    void add(const onnx::NodeProto& n) {
-        InferOp op;
-        op.kind = InferOpKind::Add;
+    // Constant `c` broadcast numpy-style against N x d (a leading 1 may stand for the batch), as
+    // one value per element of a sample.
+    std::vector<float> broadcast(const onnx::NodeProto& n, const Constant& c, const std::vector<int64_t>& d, int64_t total) {
+        std::vector<int64_t> cd = c.dims;
+        if (cd.size() == d.size() + 1 && cd[0] == 1) cd.erase(cd.begin());
+        if (cd.size() > d.size()) fail(n, "constant " + dims_text(c.dims) + " does not broadcast to N x " + dims_text(d));
+        cd.insert(cd.begin(), d.size() - cd.size(), 1);
+        for (size_t k = 0; k < d.size(); ++k)
+            if (cd[k] != 1 && cd[k] != d[k]) fail(n, "constant " + dims_text(c.dims) + " does not broadcast to N x " + dims_text(d));
+        std::vector<float> out(static_cast<size_t>(total));
+        for (int64_t e = 0; e < total; ++e) {
+            int64_t rest = e, src = 0, stride = 1;
+            for (size_t k = d.size(); k-- > 0;) {
+                const int64_t idx = rest % d[k];
+                rest /= d[k];
+                if (cd[k] != 1) src += idx * stride;
+                stride *= cd[k];
+            }
+            out[static_cast<size_t>(e)] = c.f[static_cast<size_t>(src)];
+        }
+        return out;
+    }
+
+    // Add, Sub, Mul, Div: of two activations (Add only), or of an activation and a constant (as an
+    // Affine, which finish_graph folds into its neighbours where it can).
+    void arithmetic(const onnx::NodeProto& n) {
+        const std::string& t = n.op_type();
         if (n.input_size() != 2) fail(n, "needs two inputs");
         const bool c0 = is_constant(n, 0), c1 = is_constant(n, 1);
-        if (c0 && c1) fail(n, "adds two constants (fold them when exporting)");
+        if (c0 && c1) fail(n, "computes on two constants (fold them when exporting)");
+        InferOp op;
         op.in = activation(n, c0 ? 1 : 0);
         const auto d = dims(op.in);
         if (!c0 && !c1) {
+            if (t != "Add") fail(n, "of two activations is not supported (only Add is)");
+            op.kind = InferOpKind::Add;
             op.in2 = activation(n, 1);
             if (dims(op.in2) != d) fail(n, "adds " + dims_text(d) + " to " + dims_text(dims(op.in2)) + " (no broadcasting between activations)");
-        } else {
-            // The constant broadcasts numpy-style against N x d (a leading 1 may stand for the batch).
-            const Constant& c = constant(n, c0 ? 0 : 1, "addend");
-            std::vector<int64_t> cd = c.dims;
-            if (cd.size() == d.size() + 1 && cd[0] == 1) cd.erase(cd.begin());
-            if (cd.size() > d.size()) fail(n, "constant " + dims_text(c.dims) + " does not broadcast to N x " + dims_text(d));
-            cd.insert(cd.begin(), d.size() - cd.size(), 1);
-            for (size_t k = 0; k < d.size(); ++k)
-                if (cd[k] != 1 && cd[k] != d[k]) fail(n, "constant " + dims_text(c.dims) + " does not broadcast to N x " + dims_text(d));
-            const int64_t total = g_.values[op.in].size();
-            op.addend.resize(static_cast<size_t>(total));
-            for (int64_t e = 0; e < total; ++e) {
-                int64_t rest = e, src = 0, stride = 1;
-                for (size_t k = d.size(); k-- > 0;) {
-                    const int64_t idx = rest % d[k];
-                    rest /= d[k];
-                    if (cd[k] != 1) src += idx * stride;
-                    stride *= cd[k];
-                }
-                op.addend[e] = c.f[src];
-            }
+            return output(n, std::move(op), d);
+        }
+        if (c0 && t == "Div") fail(n, "divides a constant by an activation, which is not supported");
+        const int64_t total = g_.values[op.in].size();
+        std::vector<float> c = broadcast(n, constant(n, c0 ? 0 : 1, "constant operand"), d, total);
+        op.kind = InferOpKind::Affine;
+        op.factor.assign(c.size(), 1.0f);
+        op.addend.assign(c.size(), 0.0f);
+        if (t == "Add") op.addend = c;
+        else if (t == "Mul") op.factor = c;
+        else if (t == "Div") {
+            for (float& v : c)
+                if (v == 0.0f) fail(n, "divides by zero");
+            for (size_t e = 0; e < c.size(); ++e) op.factor[e] = 1.0f / c[e];
+        } else if (c1) {  // x - c
+            for (size_t e = 0; e < c.size(); ++e) op.addend[e] = -c[e];
+        } else {  // c - x
+            op.factor.assign(c.size(), -1.0f);
+            op.addend = c;
         }
         output(n, std::move(op), d);
+    }
+
+    // Pad in constant mode over the height and width of each map (pads from the input, opset 11 on,
+    // or the attribute before it).
+    void pad(const onnx::NodeProto& n) {
+        InferOp op;
+        op.kind = InferOpKind::Pad;
+        op.in = activation(n, 0);
+        need_maps(n, op.in);
+        if (attr_string(n, "mode", "constant") != "constant") fail(n, "mode '" + attr_string(n, "mode", "") + "' is not supported (only constant)");
+        std::vector<int64_t> pads;
+        if (n.input_size() > 1 && !n.input(1).empty()) {
+            const auto it = constants_.find(n.input(1));
+            if (it == constants_.end() || !it->second.is_int) fail(n, "pads must be an int64 initializer or Constant");
+            pads = it->second.i;
+        } else {
+            pads = attr_ints(n, "pads", {});
+        }
+        if (n.input_size() > 3 && !n.input(3).empty()) fail(n, "axes are not supported");
+        if (pads.size() != 8) fail(n, "pads must have 8 values (N, C, H, W at the start, then at the end)");
+        if (pads[0] || pads[1] || pads[4] || pads[5]) fail(n, "pads the batch or the channels, which is not supported");
+        for (const int64_t p : pads)
+            if (p < 0 || p > kMaxDim) fail(n, "padding " + std::to_string(p) + " is not supported");
+        if (n.input_size() > 2 && !n.input(2).empty()) {
+            const Constant& v = constant(n, 2, "constant_value");
+            if (v.f.size() != 1) fail(n, "constant_value is not a scalar");
+            op.pad_value = v.f[0];
+        } else {
+            op.pad_value = attr_float(n, "value", 0.0f);
+        }
+        op.pt = int(pads[2]), op.pl = int(pads[3]), op.pb = int(pads[6]), op.pr = int(pads[7]);
+        const auto& d = dims(op.in);
+        output(n, std::move(op), {d[0], d[1] + pads[2] + pads[6], d[2] + pads[3] + pads[7]});
     }
 
     void reshape(const onnx::NodeProto& n, bool flatten) {
@@ -463,7 +538,8 @@ private:
         else if (t == "GlobalAveragePool") pool(n, false, true);
         else if (t == "Gemm") dense(n, true);
         else if (t == "MatMul") dense(n, false);
-        else if (t == "Add") add(n);
+        else if (t == "Add" || t == "Sub" || t == "Mul" || t == "Div") arithmetic(n);
+        else if (t == "Pad") pad(n);
         else if (t == "Flatten") reshape(n, true);
         else if (t == "Reshape") reshape(n, false);
         else if (t == "Softmax") {
