@@ -32,6 +32,12 @@ std::string help_text() {
                "  lenet5 --help | --version\n"
                "\n"
                "train options:\n"
+               "  --model M        a built-in model (lenet5, the default; mlp, cnn, vgg: `lenet5 models`), a model\n"
+               "                   file, or an ONNX file (FILE.onnx: a chain of Conv, pooling, Gemm/MatMul and\n"
+               "                   activations over 1xHxW images or 784 values, pixels in [0, 1] unless the graph\n"
+               "                   scales them; trains from the file's weights)\n"
+               "  --init I         an ONNX model's starting weights: file (the default) or fresh (seeded, as\n"
+               "                   for a model file)\n"
                "  --variant V      cpu, avx, omp, gpu, gpu-constant, gpu-local or auto (default: ") +
            LENET5_DEFAULT_VARIANT +
            ")\n"
@@ -305,7 +311,11 @@ Command parse_command_line(const std::vector<std::string>& args) {
             else if (flag == "--save") t.save_path = r.value(flag);
             else if (flag == "--resume") t.resume_path = r.value(flag);
             else if (flag == "--kernel-profile") t.kernel_profile = true;
-            else throw UsageError("unknown option '" + flag + "' for train (try `lenet5 --help`)");
+            else if (flag == "--init") {
+                const std::string v = r.value(flag);
+                if (v != "fresh" && v != "file") throw UsageError(flag + ": '" + v + "' is not fresh or file");
+                t.init_fresh = v == "fresh";
+            } else throw UsageError("unknown option '" + flag + "' for train (try `lenet5 --help`)");
         } else if (cmd.kind == Command::Kind::Eval) {
             if (parse_common(flag, r, e.engine, e.data_dir, e.dataset, e.json_path, e.test_limit)) continue;
             if (flag == "--model") e.model_path = r.value(flag);

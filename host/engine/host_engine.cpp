@@ -163,7 +163,7 @@ void HostEngine::reserve(int count) {
 void HostEngine::forward_head(const Dataset& data, const int32_t* order, int first, int begin, int end) {
     for (int s = begin; s < end; ++s) {
         float* x = acts_[0].data() + static_cast<size_t>(s) * net_.input.size();
-        image_to_input(data.image(order ? order[first + s] : first + s), data.rows, data.cols, net_.input, x);
+        image_to_input(data.image(order ? order[first + s] : first + s), data.rows, data.cols, net_.input, net_.scaling, x);
         for (size_t k = 0; k < tail_; ++k) {
             const LayerSpec& l = net_.layers[k];
             ops_.forward(l, params_.data(), acts_[k].data() + static_cast<size_t>(s) * l.in.size(),

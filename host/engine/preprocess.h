@@ -10,14 +10,14 @@
 
 namespace lenet5 {
 
-// A rows x cols byte image, centred in the input's h x w (one channel), pixels
-// scaled to [-1, 1] (p / 127.5 - 1), padding at -1 (the background).
-inline void image_to_input(const uint8_t* image, int rows, int cols, const Shape& input, float* out) {
+// A rows x cols byte image, centred in the input's h x w (one channel), each pixel as `scaling`
+// gives it (by default [-1, 1]), the border at a 0 byte's value (the background).
+inline void image_to_input(const uint8_t* image, int rows, int cols, const Shape& input, const InputScaling& scaling,
+                           float* out) {
     const int top = (input.h - rows) / 2, left = (input.w - cols) / 2;
-    for (int i = 0; i < input.h * input.w; ++i) out[i] = -1.0f;
+    for (int i = 0; i < input.h * input.w; ++i) out[i] = scaling.value(0);
     for (int y = 0; y < rows; ++y)
-        for (int x = 0; x < cols; ++x)
-            out[(top + y) * input.w + left + x] = static_cast<float>(image[y * cols + x]) / 127.5f - 1.0f;
+        for (int x = 0; x < cols; ++x) out[(top + y) * input.w + left + x] = scaling.value(image[y * cols + x]);
 }
 
 // Softmax cross-entropy of one sample. Writes dLoss/dlogits scaled by `scale`

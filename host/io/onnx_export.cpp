@@ -118,12 +118,13 @@ std::string preprocess(GraphWriter& g, const Network& net, int rows, int cols) {
         throw Error("export: model " + net.name + "'s input " + std::to_string(net.input.h) + "x" +
                     std::to_string(net.input.w) + " is smaller than the " + std::to_string(rows) + "x" +
                     std::to_string(cols) + " images");
-    g.node("Mul", {"image", g.floats("two", {}, {2.0f})}, "doubled");
-    g.node("Add", {"doubled", g.floats("minus_one", {}, {-1.0f})}, "scaled");
+    g.node("Mul", {"image", g.floats("scale", {}, {net.scaling.scale})}, "multiplied");
+    g.node("Add", {"multiplied", g.floats("shift", {}, {net.scaling.shift})}, "scaled");
     if (net.input.h == rows && net.input.w == cols) return "scaled";
     const int64_t top = (net.input.h - rows) / 2, left = (net.input.w - cols) / 2;
     const int64_t bottom = net.input.h - rows - top, right = net.input.w - cols - left;
-    g.node("Pad", {"scaled", g.int64s("pads", {0, 0, top, left, 0, 0, bottom, right}), "minus_one"}, "padded");
+    // The border is the background, a 0 pixel's value: the shift.
+    g.node("Pad", {"scaled", g.int64s("pads", {0, 0, top, left, 0, 0, bottom, right}), "shift"}, "padded");
     return "padded";
 }
 
@@ -225,11 +226,17 @@ onnx::ModelProto onnx_model(const Network& net, const std::vector<float>& params
 
 std::string export_checkpoint(const std::string& checkpoint_path, const std::string& onnx_path) {
     const Checkpoint c = load_checkpoint(checkpoint_path);
-    const Network net = checkpoint_model(c, checkpoint_path).net;
+    const Model m = checkpoint_model(c, checkpoint_path);
+    const Network& net = m.net;
     onnx::ModelProto model = onnx_model(net, c.params);
     onnx::StringStringEntryProto& epoch = *model.add_metadata_props();
     epoch.set_key("lenet5.epochs_trained");
     epoch.set_value(std::to_string(c.epoch));
+    // The model file: `train --model` of the export gets the connection tables, the trainable
+    // subsampling and the training recipe back (onnx_import.h).
+    onnx::StringStringEntryProto& text = *model.add_metadata_props();
+    text.set_key("lenet5.model");
+    text.set_value(m.text);
     try {
         onnx::checker::check_model(model);
     } catch (const std::exception& e) {

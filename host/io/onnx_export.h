@@ -4,8 +4,9 @@
 // The graph, for any network the model files describe:
 //   input  "image"  float [N, 1, rows, cols]: the raw pixels scaled to [0, 1] (byte / 255),
 //                   as torchvision's ToTensor gives them. The preprocessing of preprocess.h is
-//                   in the graph: x * 2 - 1 (= byte / 127.5 - 1, bit for bit), then a Pad with -1
-//                   (the background) centring the image in the network's input (LeNet-5's 32x32).
+//                   in the graph: x * scale + shift (by default x * 2 - 1 = byte / 127.5 - 1, bit
+//                   for bit), then a Pad with the shift (the background) centring the image in the
+//                   network's input (LeNet-5's 32x32).
 //   conv        Conv [maps, in maps, K, K]; a connection table (LeNet-5's C3) is a full Conv
 //               whose kernels for the pairs the table leaves out are zero
 //   subsample   a depthwise Conv (group = maps, stride K) whose KxK kernel of map c is all
@@ -18,6 +19,7 @@
 //          engines' forward gives them; the prediction is the arg-max), or "outputs" [N, classes]
 //          for a squared-error model (the MLP's sigmoid outputs; the prediction is the arg-max).
 //          The loss is not part of the graph.
+//   metadata lenet5.model: the model file, which `train --model FILE.onnx` reads (onnx_import.h)
 #pragma once
 #include <string>
 #include <vector>

@@ -1,5 +1,9 @@
 #include "model/model_file.h"
 
+#ifdef LENET5_HAVE_ONNX
+#include "io/onnx_import.h"
+#endif
+
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -180,9 +184,15 @@ Model parse_lines(const std::vector<Line>& lines, const std::string& source) {
             }
             if (name.empty()) p.fail("the first line must be `model NAME`");
             if (word == "input") {
-                if (line.words.size() != 2) p.fail("input takes one shape CxHxW");
+                if (line.words.size() < 2 || line.words[1].find('=') != std::string::npos) p.fail("input takes one shape CxHxW");
                 if (builder) p.fail("input is given twice");
+                Settings s{p, p.settings(2)};
+                InputScaling scaling;
+                if (auto v = s.take("scale")) scaling.scale = p.number("scale", *v, -1e6f, 1e6f);
+                if (auto v = s.take("shift")) scaling.shift = p.number("shift", *v, -1e6f, 1e6f);
+                s.finish();
                 builder.emplace(name, parse_shape(p, line.words[1]));
+                builder->scaling(scaling);
                 continue;
             }
             if (word == "loss") {
@@ -283,6 +293,43 @@ Model parse_lines(const std::vector<Line>& lines, const std::string& source) {
 
 }  // namespace
 
+std::string model_file_text(const Network& net) {
+    std::ostringstream t;
+    t.precision(9);  // a float's every digit: the text rebuilds the same scaling
+    t << "model " << net.name << "\ninput " << net.input.c << 'x' << net.input.h << 'x' << net.input.w;
+    if (!net.scaling.is_default()) t << " scale=" << net.scaling.scale << " shift=" << net.scaling.shift;
+    t << '\n';
+    for (const LayerSpec& l : net.layers) {
+        switch (l.kind) {
+            case LayerKind::Conv:
+                t << "conv " << l.name << " maps=" << l.out.c << " kernel=" << l.kernel << " stride=" << l.stride
+                  << " pad=" << l.pad;
+                break;
+            case LayerKind::Subsample: t << "subsample " << l.name << " window=" << l.kernel; break;
+            case LayerKind::MaxPool:
+            case LayerKind::AvgPool:
+                t << (l.kind == LayerKind::MaxPool ? "maxpool " : "avgpool ") << l.name << " window=" << l.kernel
+                  << " stride=" << l.stride;
+                break;
+            case LayerKind::FullyConnected: t << "fc " << l.name << " units=" << l.out.c; break;
+        }
+        t << " act=" << activation_name(l.activation);
+        if (l.kind == LayerKind::Conv && l.connections() != l.in.c * l.out.c) {
+            t << " table\n";
+            for (int i = 0; i < l.in.c; ++i) {
+                std::string row(static_cast<size_t>(l.out.c), '.');
+                for (size_t j = 0; j < l.conn_in.size(); ++j)
+                    if (l.conn_in[j] == i) row[static_cast<size_t>(l.conn_out[j])] = 'X';
+                t << row << '\n';
+            }
+        } else {
+            t << '\n';
+        }
+    }
+    t << "loss " << (net.loss == Loss::SquaredError ? "squared" : "softmax") << '\n';
+    return t.str();
+}
+
 Model parse_model(const std::string& text, const std::string& source) {
     Model m = parse_lines(split_lines(text), source);
     m.text = text;
@@ -296,6 +343,14 @@ Model load_model(const std::string& name_or_path) {
         std::string names;
         for (const auto& m : builtin_models()) names += (names.empty() ? "" : ", ") + m.first;
         throw UsageError("--model: '" + name_or_path + "' is not a built-in model (" + names + ") nor a file path");
+    }
+    const std::string ext = ".onnx";
+    if (name_or_path.size() > ext.size() && name_or_path.compare(name_or_path.size() - ext.size(), ext.size(), ext) == 0) {
+#ifdef LENET5_HAVE_ONNX
+        return read_onnx_model(name_or_path);
+#else
+        throw Error(name_or_path + ": this build has no ONNX support (install libonnx-dev and rebuild)");
+#endif
     }
     struct stat st {};
     if (::stat(name_or_path.c_str(), &st) != 0) throw Error(name_or_path + ": cannot open the model file: " + std::strerror(errno));

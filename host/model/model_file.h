@@ -3,7 +3,8 @@
 //
 //   # a comment runs to the end of the line
 //   model  mlp                          the name
-//   input  1x28x28                      channels x height x width (MNIST images, centred)
+//   input  1x28x28 [scale=2 shift=-1]   channels x height x width (MNIST images, centred); each
+//                                       byte b becomes b / 255 * scale + shift (the default: [-1, 1])
 //   conv   C1 maps=32 kernel=5 stride=1 pad=2 act=relu [table]
 //   maxpool P1 window=2 [stride=2] [act=none]        (avgpool alike)
 //   subsample S2 window=2 act=tanh      LeCun's trainable subsampling
@@ -33,7 +34,11 @@ struct Model {
     Network net;
     TrainRecipe recipe;
     std::string text;  // the file as read, kept in checkpoints so `eval` rebuilds the network
+    std::vector<float> weights;  // the parameters the source carries (an ONNX file's); empty for model files
 };
+
+// The model file of `net` (without a train line): parse_model of it builds the same network.
+std::string model_file_text(const Network& net);
 
 // Throws Error "<source>:<line>: <what is wrong>" for anything malformed.
 Model parse_model(const std::string& text, const std::string& source);
@@ -41,7 +46,8 @@ Model parse_model(const std::string& text, const std::string& source);
 // The models built into the binary (models/*.net, embedded at build time): name and text.
 const std::vector<std::pair<std::string, std::string>>& builtin_models();
 
-// A built-in model's name (lenet5, mlp, cnn, vgg), else a path to a model file.
+// A built-in model's name (lenet5, mlp, cnn, vgg), else a path to a model file, or to an ONNX file
+// (a name ending in .onnx; onnx_import.h), whose weights come with it.
 Model load_model(const std::string& name_or_path);
 
 }  // namespace lenet5

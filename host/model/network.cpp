@@ -152,10 +152,12 @@ Network NetworkBuilder::build() {
 }
 
 // What is added after LeNet-5's layers appears only when it differs from LeNet-5's
-// (stride, padding, loss), so checkpoints saved before those existed still load.
+// (stride, padding, loss, input scaling), so checkpoints saved before those existed still load.
 std::string Network::describe() const {
     std::ostringstream s;
-    s << name << " input " << input.c << 'x' << input.h << 'x' << input.w << '\n';
+    s << name << " input " << input.c << 'x' << input.h << 'x' << input.w;
+    if (!scaling.is_default()) s << " scale " << scaling.scale << " shift " << scaling.shift;
+    s << '\n';
     for (const auto& l : layers) {
         s << l.name << ' ' << kind_name(l.kind) << " k" << l.kernel;
         if ((l.kind == LayerKind::Conv && l.stride != 1) || l.kind == LayerKind::MaxPool || l.kind == LayerKind::AvgPool)

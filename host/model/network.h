@@ -56,9 +56,20 @@ struct LayerSpec {
     int fan_in(int out_map) const;
 };
 
+// How an image's bytes become the network's input: byte / 255 * scale + shift. The border around
+// the image (an input larger than 28x28) takes a 0 byte's value, `shift`: the background. The
+// default maps the pixels to [-1, 1] (bit for bit byte / 127.5 - 1); a network imported from ONNX
+// takes what its graph does to pixels in [0, 1].
+struct InputScaling {
+    float scale = 2.0f, shift = -1.0f;
+    float value(int byte) const { return static_cast<float>(byte) / 255.0f * scale + shift; }
+    bool is_default() const { return scale == 2.0f && shift == -1.0f; }
+};
+
 struct Network {
     std::string name;
     Shape input;
+    InputScaling scaling;
     int classes = 0;
     Loss loss = Loss::SoftmaxCrossEntropy;
     std::vector<LayerSpec> layers;  // the last one produces the outputs (logits for softmax)
@@ -82,6 +93,10 @@ public:
     NetworkBuilder& pool(const std::string& name, LayerKind kind, int window, int stride = 0,
                          Activation act = Activation::None);
     NetworkBuilder& fully_connected(const std::string& name, int units, Activation act);
+    NetworkBuilder& scaling(InputScaling scaling) {
+        net_.scaling = scaling;
+        return *this;
+    }
     NetworkBuilder& loss(Loss loss) {
         net_.loss = loss;
         return *this;

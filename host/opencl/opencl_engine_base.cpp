@@ -28,7 +28,7 @@ OpenCLEngineBase::OpenCLEngineBase(Network net, MemoryVariant memory, std::share
         std::vector<uint8_t> all(256);
         std::iota(all.begin(), all.end(), uint8_t{0});
         std::vector<float> values(256);
-        image_to_input(all.data(), 1, 256, Shape{1, 1, 256}, values.data());
+        image_to_input(all.data(), 1, 256, Shape{1, 1, 256}, net_.scaling, values.data());
         byte_values_ = rt_->buffer(values.data(), values.size() * sizeof(float));
     });
 }

@@ -118,7 +118,8 @@ TrainResult train(const TrainOptions& o, const TrainObserver& observer) {
     engine->upload(Split::Test, test_set);
     int first_epoch = 1, first_step = 0;
     if (o.resume_path.empty()) {
-        engine->set_params(init_params(net, opt.seed));
+        const bool file_weights = !model.weights.empty() && !o.init_fresh;
+        engine->set_params(file_weights ? model.weights : init_params(net, opt.seed));
     } else {
         engine->set_params(resume.params);
         engine->set_momentum_buffer(resume.velocity);

@@ -24,8 +24,10 @@ struct TrainSettings {
 
 struct TrainOptions {
     EngineRequest engine;
-    // A built-in model's name or a model file; empty: LeNet-5, or the checkpoint's model with --resume.
+    // A built-in model's name, a model file or an ONNX file; empty: LeNet-5, or the checkpoint's
+    // model with --resume.
     std::string model;
+    bool init_fresh = false;  // an ONNX model starts from seeded weights rather than the file's
     // Unset: the model file's setting, else TrainSettings' default.
     std::optional<int> epochs, batch;
     std::optional<float> lr, lr_decay, momentum, weight_decay;
