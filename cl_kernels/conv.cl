@@ -267,7 +267,7 @@ __kernel __attribute__((reqd_work_group_size(256, 1, 1))) void cv_bias_grad(__gl
     if (l == 0) db[o] = sums[0];
 }
 
-// ---- Winograd F(4x4, 3x3) forward, stride 1 (inference; host/conv/winograd_host.h has the maths):
+// ---- Winograd F(4x4, 3x3), stride 1 (host/conv/winograd_host.h has the maths):
 // tile t (of T = batch x tiles_h x tiles_w) covers outputs 4*ty .. +3, 4*tx .. +3 of its sample.
 // cv_wino_input: V[xi][c][t] = (B^T d B)[xi] of the tile's 6x6 input patch d in map c (zeros in
 // the padding). NDRange (round_up(T, WG), C).
@@ -330,6 +330,34 @@ __kernel void cv_wino_output(__global const float* M, __global const float* b, _
     for (int i = 0; i < 4 && y0 + i < OH; ++i) {  // (A^T m) A, row by row
         wino_at(u + i * 6, 1, v);
         for (int j = 0; j < 4 && x0 + j < OW; ++j) plane[(y0 + i) * OW + x0 + j] = act_forward(act, v[j] + bias);
+    }
+}
+
+// cv_wino_filters: U[o][xi][c] = (G g G^T)[xi] (winograd_host.h's winograd_filters, in float) for
+// g = w[o][c] (flip 0: w is OC x C x 3 x 3), or for the input gradient's convolution (flip 1: w is
+// the forward's C x OC x 3 x 3) g = w[c][o] turned by 180 degrees. NDRange (round_up(OC*C, WG)).
+inline void wino_g(float g0, float g1, float g2, float* o) {  // G (g0, g1, g2): six values from three
+    o[0] = 0.25f * g0;
+    o[1] = -(g0 + g1 + g2) / 6.0f;
+    o[2] = -(g0 - g1 + g2) / 6.0f;
+    o[3] = g0 / 24.0f + g1 / 12.0f + g2 / 6.0f;
+    o[4] = g0 / 24.0f - g1 / 12.0f + g2 / 6.0f;
+    o[5] = g2;
+}
+
+__kernel void cv_wino_filters(__global const float* w, __global float* U, int OC, int C, int flip) {
+    const int e = (int)get_global_id(0);
+    if (e >= OC * C) return;
+    const int o = e / C, c = e % C;
+    float g[9], r[18], v[6];
+    for (int k = 0; k < 9; ++k) g[k] = flip ? w[((size_t)c * OC + o) * 9 + 8 - k] : w[((size_t)o * C + c) * 9 + k];
+    for (int k = 0; k < 3; ++k) {  // G g, column by column
+        wino_g(g[k], g[3 + k], g[6 + k], v);
+        for (int i = 0; i < 6; ++i) r[i * 3 + k] = v[i];
+    }
+    for (int i = 0; i < 6; ++i) {  // (G g) G^T, row by row
+        wino_g(r[i * 3], r[i * 3 + 1], r[i * 3 + 2], v);
+        for (int k = 0; k < 6; ++k) U[((size_t)o * 36 + i * 6 + k) * C + c] = v[k];
     }
 }
 

@@ -212,6 +212,19 @@ TEST_F(OpenCLConvTest, WinogradForwardMatchesReference) {
     const cl::Buffer any = upload(std::vector<float>(4096, 0.0f));
     EXPECT_THROW(conv_->forward_winograd(five, any, any, any, any), Error);
 }
+// Winograd through forward/backward_data (training): the filters transformed on the device, the
+// input gradient by the flipped filters where its transposed shape qualifies (a multiple of 4
+// output maps, at least 16), direct elsewhere and for the weight gradient; ReLU and tanh.
+TEST_F(OpenCLConvTest, WinogradTrainingPassesMatchReference) {
+    for (const ConvShape& s : {ConvShape{5, 16, 21, 19, 136, 3, 1, 1}, ConvShape{4, 20, 17, 13, 24, 3, 1, 0},
+                               ConvShape{3, 16, 9, 9, 6, 3, 1, 1}, ConvShape{2, 3, 9, 9, 16, 3, 1, 1}})
+        for (const Activation act : {Activation::ReLU, Activation::Tanh}) {
+            const Tensors t(s);
+            expect_close(device_results(ConvAlgo::Winograd, s, t, act), host_results(ConvAlgo::Direct, s, t, act),
+                         "winograd " + s.describe() + " " + activation_name(act));
+        }
+    EXPECT_EQ(parse_algo("winograd"), ConvAlgo::Winograd);
+}
 TEST_F(OpenCLConvTest, Im2colMatchesReference) { check(ConvAlgo::Im2col); }
 
 #ifdef LENET5_HAVE_CLBLAST

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <unistd.h>
 
 #include "conv/conv_tuning.h"
@@ -33,10 +34,37 @@ TEST_P(ConvEngine, MatchesCpu) {
     for (int batch : {1, 4}) test::expect_matches_cpu(engine, net, batch);
 }
 
-INSTANTIATE_TEST_SUITE_P(Algorithms, ConvEngine, ::testing::Values(conv::ConvAlgo::Direct, conv::ConvAlgo::Im2col),
+INSTANTIATE_TEST_SUITE_P(Algorithms, ConvEngine,
+                         ::testing::Values(conv::ConvAlgo::Direct, conv::ConvAlgo::Im2col, conv::ConvAlgo::Winograd),
                          [](const ::testing::TestParamInfo<conv::ConvAlgo>& algo) {
                              return std::string(conv::algo_name(algo.param));
                          });
+
+// --conv-algo winograd in training: the 3x3 layer over 16 maps runs by Winograd (forward and input
+// gradient), the first layer (one input map) by direct; the step matches cpu.
+TEST(ConvEngineWinograd, RunsTheLayersItTakesAndMatchesCpu) {
+    const Network net = NetworkBuilder("wino", {1, 28, 28})
+                            .conv("C1", 16, 3, Activation::ReLU, {}, 1, 1)
+                            .conv("C2", 16, 3, Activation::Tanh, {}, 1, 1)
+                            .pool("P2", LayerKind::MaxPool, 2)
+                            .fully_connected("output", 10, Activation::None)
+                            .build();
+    OpenCLBatchEngine engine(net, MemoryVariant::Local, std::make_shared<DeviceRuntime>(select_opencl_device(-1)),
+                             conv::ConvAlgo::Winograd);
+    engine.profile_kernels();
+    for (int batch : {1, 3}) test::expect_matches_cpu(engine, net, batch);
+    std::map<std::string, int64_t> launches;
+    for (const KernelTime& t : engine.take_kernel_times()) launches[t.name] = t.launches;
+    EXPECT_EQ(launches.count("C1 winograd cv_wino_input"), 0u);  // one input map: direct
+    int64_t c1_direct = 0;
+    for (const auto& [name, n] : launches) c1_direct += name.rfind("C1 winograd cv_direct", 0) == 0 ? n : 0;
+    EXPECT_GT(c1_direct, 0);
+    // C2's forward and input gradient: each transforms its filters, input tiles and outputs.
+    EXPECT_GT(launches["C2 winograd cv_wino_filters"], 0);
+    EXPECT_EQ(launches["C2 winograd cv_wino_filters"], launches["C2 winograd cv_wino_input"]);
+    EXPECT_EQ(launches["C2 winograd cv_wino_filters"], launches["C2 winograd cv_wino_output"]);
+    EXPECT_EQ(launches.count("C2 winograd cv_flip_weights"), 0u);  // not direct's input gradient
+}
 
 TEST(ConvEngineClblast, IsRefusedWithAClearError) {
     const Network net = conv_network();

@@ -9,7 +9,8 @@
                             [--epochs E] [--batch B] [--lr X] [--momentum M] [--weight-decay W]
       trains the same CNN from the same seeded weights with lenet5-cl's recipe (SGD with momentum,
       v = m*v + g + wd*p; p -= lr*v; mean softmax cross-entropy; each epoch's rate lr * 0.8^(e-1);
-      a fresh shuffle each epoch) and prints one JSON line per epoch: loss and test accuracy.
+      a fresh shuffle each epoch, or with --lenet5-order S exactly lenet5's of --seed S) and prints one
+      JSON line per epoch: loss and test accuracy.
 
 The network: conv 5x5 8 maps ReLU, max pool 2, conv 3x3 16 maps ReLU, max pool 2, flatten,
 fully connected 32 ReLU, fully connected 10 (14,538 parameters).
@@ -48,6 +49,23 @@ def pixels(directory, prefix, limit):
     return torch.from_numpy(images.astype(np.float32) / np.float32(255.0)).unsqueeze(1), torch.from_numpy(labels.astype(np.int64))
 
 
+def lenet5_order(n, seed, epoch):
+    """lenet5-cl's shuffle of epoch `epoch` (host/common/rng.h, trainer.cpp): SplitMix64 from
+    seed * 0x9E3779B97F4A7C15 + epoch, then Fisher-Yates with multiply-shift draws."""
+    mask = (1 << 64) - 1
+    state = (seed * 0x9E3779B97F4A7C15 + epoch) & mask
+    order = list(range(n))
+    for i in range(n - 1, 0, -1):
+        state = (state + 0x9E3779B97F4A7C15) & mask
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        z ^= z >> 31
+        j = ((z >> 32) * (i + 1)) >> 32
+        order[i], order[j] = order[j], order[i]
+    return torch.tensor(order)
+
+
 def make(a):
     model = cnn(a.seed).eval()
     torch.onnx.export(model, torch.zeros(1, 1, 28, 28), a.out, opset_version=13, input_names=["image"],
@@ -69,7 +87,8 @@ def train(a):
     for epoch in range(1, a.epochs + 1):
         for g in opt.param_groups:
             g["lr"] = a.lr * 0.8 ** (epoch - 1)
-        order = torch.randperm(len(y), generator=gen)
+        order = lenet5_order(len(y), a.lenet5_order, epoch) if a.lenet5_order is not None else \
+            torch.randperm(len(y), generator=gen)
         total, model = 0.0, model.train()
         for first in range(0, len(y), a.batch):
             idx = order[first:first + a.batch]
@@ -102,6 +121,8 @@ def main():
     t.add_argument("--momentum", type=float, default=0.9)
     t.add_argument("--weight-decay", type=float, default=0.0005)
     t.add_argument("--shuffle-seed", type=int, default=None, help="the shuffles' seed (default: --seed)")
+    t.add_argument("--lenet5-order", type=int, default=None, metavar="SEED",
+                   help="shuffle exactly as `lenet5 train --seed SEED` does (same batches, same order)")
     for p in (m, t):
         p.add_argument("--seed", type=int, default=1)
         p.add_argument("--data", default=data)

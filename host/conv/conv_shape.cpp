@@ -29,6 +29,7 @@ const char* algo_name(ConvAlgo algo) {
         case ConvAlgo::Auto: return "auto";
         case ConvAlgo::Direct: return "direct";
         case ConvAlgo::Im2col: return "im2col";
+        case ConvAlgo::Winograd: return "winograd";
         case ConvAlgo::CLBlast: return "clblast";
         case ConvAlgo::Own: return "own";
     }
@@ -36,9 +37,9 @@ const char* algo_name(ConvAlgo algo) {
 }
 
 ConvAlgo parse_algo(const std::string& name) {
-    for (ConvAlgo a : {ConvAlgo::Auto, ConvAlgo::Direct, ConvAlgo::Im2col, ConvAlgo::CLBlast, ConvAlgo::Own})
+    for (ConvAlgo a : {ConvAlgo::Auto, ConvAlgo::Direct, ConvAlgo::Im2col, ConvAlgo::Winograd, ConvAlgo::CLBlast, ConvAlgo::Own})
         if (name == algo_name(a)) return a;
-    throw UsageError("unknown convolution algorithm '" + name + "' (auto, direct, im2col, clblast or own)");
+    throw UsageError("unknown convolution algorithm '" + name + "' (auto, direct, im2col, winograd, clblast or own)");
 }
 
 bool algo_built(ConvAlgo algo) {

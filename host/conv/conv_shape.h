@@ -29,11 +29,13 @@ struct ConvShape {
 };
 
 // direct: tiled kernels that read the input where it lies; im2col: the windows unrolled into a
-// matrix, then a GEMM; clblast: CLBlast's Convgemm / Im2col / Col2im / GEMM. auto: what `lenet5 tune`
+// matrix, then a GEMM; winograd: F(4x4, 3x3) for the forward pass and the input gradient of 3x3
+// stride-1 convolutions over a multiple of 4 maps, at least 16 (direct for other shapes and for
+// the weight gradient); clblast: CLBlast's Convgemm / Im2col / Col2im / GEMM. auto: what `lenet5 tune`
 // measured fastest for the shape on the device, else conv_default_algo. own: not OpenCLConv's but
 // the batch-level engine's own convolution kernels (train/eval, `tune --conv` times them too);
 // OpenCLConv refuses it, and its Auto reads a tuned `own` as direct.
-enum class ConvAlgo { Auto, Direct, Im2col, CLBlast, Own };
+enum class ConvAlgo { Auto, Direct, Im2col, Winograd, CLBlast, Own };
 
 // Auto's choice for a shape `lenet5 tune --conv` has not measured: direct, unless the output has
 // few positions over the batch (VGG16's 28x28 and 14x14 layers at batch 1 on the H100: 1.3-3.5x
@@ -41,7 +43,7 @@ enum class ConvAlgo { Auto, Direct, Im2col, CLBlast, Own };
 ConvAlgo conv_default_algo(const ConvShape& shape);
 
 const char* algo_name(ConvAlgo algo);
-// "auto", "direct", "im2col", "clblast" or "own"; anything else throws UsageError naming the value.
+// "auto", "direct", "im2col", "winograd", "clblast" or "own"; anything else throws UsageError naming the value.
 ConvAlgo parse_algo(const std::string& name);
 // Whether this build has the algorithm (clblast needs LENET5_HAVE_CLBLAST).
 bool algo_built(ConvAlgo algo);

@@ -64,12 +64,12 @@ int run_conv_tune(const TuneOptions& o, std::ostream& out) {
     if (shapes.empty()) throw Error("model " + net.name + " has no convolution whose maps all read every input map");
     out << "lenet5 tune --conv: " << device.name << " [" << device.platform_name << "], driver " << device.driver
         << ", model " << net.name << ", batch " << o.batch << "\n"
-        << "  milliseconds of device time for the forward and both backward passes (own, direct, im2col: the\n"
+        << "  milliseconds of device time for the forward and both backward passes (own, direct, im2col, winograd: the\n"
         << "  layer's launches in a training step of the batch-level engine, mean of " << kRepeats
         << "; clblast: alone, median of " << kRepeats << ")\n";
-    // The batch-level engine's algorithms, each timed in the engine (own, direct, im2col) ...
+    // The batch-level engine's algorithms, each timed in the engine (own, direct, im2col, winograd) ...
     std::map<ConvAlgo, std::map<std::string, double>> in_engine;
-    for (ConvAlgo algo : {ConvAlgo::Own, ConvAlgo::Direct, ConvAlgo::Im2col}) {
+    for (ConvAlgo algo : {ConvAlgo::Own, ConvAlgo::Direct, ConvAlgo::Im2col, ConvAlgo::Winograd}) {
         try {
             in_engine[algo] = engine_layer_ms(net, rt, o.batch, algo);
         } catch (const Error& e) {

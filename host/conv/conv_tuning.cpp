@@ -39,7 +39,7 @@ std::vector<ConvTuningEntry> read_conv_tuning(const std::string& path) {
         } catch (const UsageError& bad) {
             throw Error(where + bad.what());
         }
-        if (e.algo == ConvAlgo::Auto) throw Error(where + "the algorithm must be direct, im2col, clblast or own");
+        if (e.algo == ConvAlgo::Auto) throw Error(where + "the algorithm must be direct, im2col, winograd, clblast or own");
         entries.push_back(std::move(e));
     }
     return entries;

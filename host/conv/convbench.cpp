@@ -86,14 +86,14 @@ Options parse(const std::vector<std::string>& args) {
             std::stringstream items(value());
             for (std::string a; std::getline(items, a, ',');) {
                 const ConvAlgo algo = parse_algo(a);
-                if (algo == ConvAlgo::Auto || algo == ConvAlgo::Own) throw UsageError(flag + ": name the algorithms (direct, im2col, clblast)");
+                if (algo == ConvAlgo::Auto || algo == ConvAlgo::Own) throw UsageError(flag + ": name the algorithms (direct, im2col, winograd, clblast)");
                 o.algos.push_back(algo);
             }
             if (o.algos.empty()) throw UsageError(flag + " needs a value");
         } else throw UsageError("unknown option '" + flag + "' for convbench (try `lenet5 --help`)");
     }
     if (o.algos.empty())
-        for (ConvAlgo a : {ConvAlgo::Direct, ConvAlgo::Im2col, ConvAlgo::CLBlast})
+        for (ConvAlgo a : {ConvAlgo::Direct, ConvAlgo::Im2col, ConvAlgo::Winograd, ConvAlgo::CLBlast})
             if (algo_built(a)) o.algos.push_back(a);
     return o;
 }
@@ -204,7 +204,9 @@ std::string convbench_help() {
            "  --filters F       seed cases' output maps (default 1)\n"
            "  --batch B,...     the VGG16 cases' batch sizes (default 1,16)\n"
            "  --cases SET,...   seed (the above) and/or vgg16 (its 3x3 layers, 3 to 512 maps, 224 down to 14)\n"
-           "  --algos A,...     direct, im2col, clblast (default: those this build has)\n"
+           "  --algos A,...     direct, im2col, winograd (3x3 stride-1 layers of a multiple of 4 maps, at\n"
+           "                    least 16; direct elsewhere and for the weight gradient), clblast (default: those\n"
+           "                    this build has)\n"
            "  --device N        the OpenCL device (default: the first GPU, else device 0)\n"
            "  --repeats N       timed runs per measure (default 5)\n"
            "  --forward-only    skip the backward passes\n"

@@ -38,7 +38,7 @@ constexpr std::array<DirectTile, 3> kDirectTiles{{{"cv_direct_m64", 64, 8, 16},
 constexpr int kFewMaps = 4;
 
 // The scratch buffers of one OpenCLConv.
-enum Scratch { kCol, kReorder, kSlices, kFlipped, kZeros, kScratchCount };
+enum Scratch { kCol, kReorder, kSlices, kFlipped, kZeros, kWinoFilters, kScratchCount };
 
 }  // namespace
 
@@ -192,7 +192,7 @@ ConvAlgo checked(ConvAlgo algo, const ConvShape& s, bool planning) {
         throw Error("the clblast convolution algorithm needs CLBlast, and this build has none (apt-get install "
                     "libclblast-dev, then rebuild with LENET5_CLBLAST=ON)");
     if (algo == ConvAlgo::Own)
-        throw Error("the own convolution algorithm is the batch-level engine's (train, eval): use direct, im2col or clblast");
+        throw Error("the own convolution algorithm is the batch-level engine's (train, eval): use direct, im2col, winograd or clblast");
     if (algo == ConvAlgo::CLBlast && planning)
         throw Error("the clblast convolution algorithm enqueues its own commands and cannot be planned ahead "
                     "(the batch-level engine's steps): use direct or im2col");
@@ -267,6 +267,15 @@ void OpenCLConv::forward(ConvAlgo algo, const ConvShape& s, const cl::Buffer& in
     const int a = static_cast<int>(act);  // network.h's order is batch_layers.cl's BA_*
     cl_checked([&] {
         switch (checked(resolve(algo, s), s, plan_ != nullptr)) {
+            case ConvAlgo::Winograd:
+                if (winograd_takes(s)) {
+                    const cl::Buffer& U = m.buffer(kWinoFilters, size_t(36) * s.out_c * s.in_c);
+                    m.launch("cv_wino_filters", cl::NDRange(round_up(size_t(s.out_c) * s.in_c, m.wg)), cl::NDRange(m.wg),
+                             w, U, s.out_c, s.in_c, 0);
+                    forward_winograd(s, in, U, b, out, act);
+                    return;
+                }
+                [[fallthrough]];
             case ConvAlgo::Auto:
             case ConvAlgo::Own:  // refused by checked()
             case ConvAlgo::Direct: m.direct_forward(s, in, w, b, out, a); return;
@@ -313,16 +322,26 @@ void OpenCLConv::pure_backward_data(ConvAlgo algo, const ConvShape& s, const cl:
     cl_checked([&] {
         const int K = s.kernel, CKK = s.in_c * K * K;
         const size_t P = size_t(s.out_h()) * s.out_w();
+        // The input gradient of a stride-1 convolution: the forward convolution of d_out with the
+        // flipped, transposed weights, padded by K-1-P.
+        const ConvShape t{s.batch, s.out_c, s.out_h(), s.out_w(), s.in_c, K, 1, K - 1 - s.pad};
         switch (checked(resolve(algo, s), s, plan_ != nullptr)) {
+            case ConvAlgo::Winograd:
+                if (s.stride == 1 && winograd_takes(t)) {
+                    const cl::Buffer& U = m.buffer(kWinoFilters, size_t(36) * s.out_c * s.in_c);
+                    m.launch("cv_wino_filters", cl::NDRange(round_up(size_t(s.out_c) * s.in_c, m.wg)), cl::NDRange(m.wg),
+                             w, U, s.in_c, s.out_c, 1);
+                    forward_winograd(t, d_out, U, m.buffer(kZeros, size_t(s.in_c)), d_in);
+                    return;
+                }
+                [[fallthrough]];
             case ConvAlgo::Auto:
             case ConvAlgo::Own:  // refused by checked()
             case ConvAlgo::Direct:
                 if (s.stride == 1) {
-                    // The forward convolution of d_out with the flipped, transposed weights, padded by K-1-P.
                     const cl::Buffer& wf = m.buffer(kFlipped, s.weight_size());
                     m.launch("cv_flip_weights", cl::NDRange(round_up(s.weight_size(), m.wg)), cl::NDRange(m.wg), w, wf,
                              s.in_c, s.out_c, K);
-                    const ConvShape t{s.batch, s.out_c, s.out_h(), s.out_w(), s.in_c, K, 1, K - 1 - s.pad};
                     m.direct_forward(t, d_out, wf, m.buffer(kZeros, size_t(s.in_c)), d_in,
                                      static_cast<int>(Activation::None));
                 } else {
@@ -360,6 +379,7 @@ void OpenCLConv::backward_weights(ConvAlgo algo, const ConvShape& s, const cl::B
         const int K = s.kernel, CKK = s.in_c * K * K, OH = s.out_h();
         const size_t P = size_t(OH) * s.out_w(), W = s.weight_size();
         switch (checked(resolve(algo, s), s, plan_ != nullptr)) {
+            case ConvAlgo::Winograd:  // the weight gradient by the direct kernels
             case ConvAlgo::Auto:
             case ConvAlgo::Own:  // refused by checked()
             case ConvAlgo::Direct: {
