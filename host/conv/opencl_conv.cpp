@@ -1,6 +1,7 @@
 #include "conv/opencl_conv.h"
 
 #include <algorithm>
+#include <functional>
 #include <array>
 
 #include "conv/conv_tuning.h"
@@ -81,6 +82,13 @@ struct OpenCLConv::Impl {
         cl::Event event;
         rt->launch(k, global, local, *events ? &event : nullptr);
         if (*events) (*events)->push_back(event);
+    }
+
+    // CLBlast's commands for one routine (`call` enqueues them on the runtime's queue): run now, or
+    // recorded into the plan as one launch that calls it.
+    void clblast(const char* name, std::function<void(std::vector<cl::Event>*)> call) {
+        if (*plan) (*plan)->push_back({cl::Kernel(), cl::NullRange, cl::NullRange, name, std::move(call)});
+        else call(*events);
     }
 
     // How a GEMM of M x N over K is split over k: (splits, slice depth). Split when its tiles are
@@ -186,16 +194,13 @@ void OpenCLConv::choose(const ConvShape& shape, ConvAlgo algo) { chosen_[shape.d
 
 namespace {
 
-ConvAlgo checked(ConvAlgo algo, const ConvShape& s, bool planning) {
+ConvAlgo checked(ConvAlgo algo, const ConvShape& s) {
     s.validate();
     if (!algo_built(algo))
         throw Error("the clblast convolution algorithm needs CLBlast, and this build has none (apt-get install "
                     "libclblast-dev, then rebuild with LENET5_CLBLAST=ON)");
     if (algo == ConvAlgo::Own)
         throw Error("the own convolution algorithm is the batch-level engine's (train, eval): use direct, im2col, winograd or clblast");
-    if (algo == ConvAlgo::CLBlast && planning)
-        throw Error("the clblast convolution algorithm enqueues its own commands and cannot be planned ahead "
-                    "(the batch-level engine's steps): use direct or im2col");
     return algo;
 }
 
@@ -266,7 +271,7 @@ void OpenCLConv::forward(ConvAlgo algo, const ConvShape& s, const cl::Buffer& in
     Impl& m = *impl_;
     const int a = static_cast<int>(act);  // network.h's order is batch_layers.cl's BA_*
     cl_checked([&] {
-        switch (checked(resolve(algo, s), s, plan_ != nullptr)) {
+        switch (checked(resolve(algo, s), s)) {
             case ConvAlgo::Winograd:
                 if (winograd_takes(s)) {
                     const cl::Buffer& U = m.buffer(kWinoFilters, size_t(36) * s.out_c * s.in_c);
@@ -281,7 +286,9 @@ void OpenCLConv::forward(ConvAlgo algo, const ConvShape& s, const cl::Buffer& in
             case ConvAlgo::Direct: m.direct_forward(s, in, w, b, out, a); return;
             case ConvAlgo::CLBlast: {
 #ifdef LENET5_HAVE_CLBLAST
-                clblast_forward(m.rt->queue(), s, in, w, out, events_);
+                m.clblast("clblast_convgemm", [rt = m.rt, s, in, w, out](std::vector<cl::Event>* events) {
+                    clblast_forward(rt->queue(), s, in, w, out, events);
+                });
                 const size_t P = size_t(s.out_h()) * s.out_w();
                 m.launch("cv_bias_act", cl::NDRange(round_up(P, m.wg), size_t(s.batch) * s.out_c), cl::NDRange(m.wg, 1),
                          out, b, s.out_c, as_int(P), a);
@@ -325,7 +332,7 @@ void OpenCLConv::pure_backward_data(ConvAlgo algo, const ConvShape& s, const cl:
         // The input gradient of a stride-1 convolution: the forward convolution of d_out with the
         // flipped, transposed weights, padded by K-1-P.
         const ConvShape t{s.batch, s.out_c, s.out_h(), s.out_w(), s.in_c, K, 1, K - 1 - s.pad};
-        switch (checked(resolve(algo, s), s, plan_ != nullptr)) {
+        switch (checked(resolve(algo, s), s)) {
             case ConvAlgo::Winograd:
                 if (s.stride == 1 && winograd_takes(t)) {
                     const cl::Buffer& U = m.buffer(kWinoFilters, size_t(36) * s.out_c * s.in_c);
@@ -352,7 +359,10 @@ void OpenCLConv::pure_backward_data(ConvAlgo algo, const ConvShape& s, const cl:
                 return;
             case ConvAlgo::CLBlast:
 #ifdef LENET5_HAVE_CLBLAST
-                clblast_backward_data(m.rt->queue(), s, d_out, w, d_in, m.buffer(kCol, size_t(CKK) * P), events_);
+                m.clblast("clblast_backward_data", [rt = m.rt, s, d_out, w, d_in, col = m.buffer(kCol, size_t(CKK) * P)](
+                                                       std::vector<cl::Event>* events) {
+                    clblast_backward_data(rt->queue(), s, d_out, w, d_in, col, events);
+                });
 #endif
                 return;
             case ConvAlgo::Im2col: break;
@@ -378,7 +388,7 @@ void OpenCLConv::backward_weights(ConvAlgo algo, const ConvShape& s, const cl::B
     cl_checked([&] {
         const int K = s.kernel, CKK = s.in_c * K * K, OH = s.out_h();
         const size_t P = size_t(OH) * s.out_w(), W = s.weight_size();
-        switch (checked(resolve(algo, s), s, plan_ != nullptr)) {
+        switch (checked(resolve(algo, s), s)) {
             case ConvAlgo::Winograd:  // the weight gradient by the direct kernels
             case ConvAlgo::Auto:
             case ConvAlgo::Own:  // refused by checked()
@@ -405,7 +415,10 @@ void OpenCLConv::backward_weights(ConvAlgo algo, const ConvShape& s, const cl::B
             }
             case ConvAlgo::CLBlast:
 #ifdef LENET5_HAVE_CLBLAST
-                clblast_backward_weights(m.rt->queue(), s, in, d_out, d_w, m.buffer(kCol, size_t(CKK) * P), events_);
+                m.clblast("clblast_backward_weights", [rt = m.rt, s, in, d_out, d_w, col = m.buffer(kCol, size_t(CKK) * P)](
+                                                          std::vector<cl::Event>* events) {
+                    clblast_backward_weights(rt->queue(), s, in, d_out, d_w, col, events);
+                });
                 m.bias_grad(s, d_out, d_b);
 #endif
                 return;

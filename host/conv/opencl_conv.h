@@ -51,7 +51,8 @@ public:
     void backward_weights(ConvAlgo algo, const ConvShape& shape, const cl::Buffer& in, const cl::Buffer& d_out,
                           const cl::Buffer& d_weights, const cl::Buffer& d_bias);
 
-    // Inference only: the forward pass of a 3x3 stride-1 convolution by Winograd F(4x4, 3x3), 4x
+    // The forward pass of a 3x3 stride-1 convolution by Winograd F(4x4, 3x3) with filters already
+    // transformed (inference, which transforms them once; forward(Winograd) transforms them per call), 4x
     // fewer multiplies than the direct sum: the tiles' input transforms, the 36 GEMMs in one
     // launch, the output transforms with bias and activation. `filters`: the transformed weights
     // [out_c][36][in_c] (host/conv/winograd_host.h's winograd_filters). Throws Error
@@ -77,8 +78,8 @@ public:
     using Launch = KernelLaunch;
     // From now on the calls append their launches to `plan` instead of enqueuing them, for a caller
     // that replays a planned step (the batch-level engine); nullptr enqueues again. The scratch
-    // buffers they use stay alive with this OpenCLConv. CLBlast's calls cannot be planned: the
-    // clblast algorithm then throws Error.
+    // buffers they use stay alive with this OpenCLConv. A CLBlast routine is one launch whose `call`
+    // enqueues its commands on the runtime's queue when the plan runs.
     void record_launches(std::vector<Launch>* plan) { plan_ = plan; }
 
 private:

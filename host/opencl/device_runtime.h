@@ -14,6 +14,7 @@
 // Timeline's (timeline.h): the runtime adds no event to a command it is not asked for.
 #pragma once
 #include <map>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -38,6 +39,9 @@ struct KernelLaunch {
     cl::Kernel kernel;
     cl::NDRange global, local;
     std::string name;
+    // Instead of `kernel`: host code that enqueues its own commands on the runtime's queue (a CLBlast
+    // routine), appending their events to the vector when it is given one.
+    std::function<void(std::vector<cl::Event>*)> call = nullptr;
 };
 
 class DeviceRuntime {
@@ -111,7 +115,13 @@ public:
                 cl::Event* event = nullptr) {
         queue_.enqueueNDRangeKernel(kernel, cl::NullRange, global, local, nullptr, event);
     }
-    void launch(const KernelLaunch& l, cl::Event* event = nullptr) { launch(l.kernel, l.global, l.local, event); }
+    // A launch's commands; `events` (when given) gets the event of each.
+    void launch(const KernelLaunch& l, std::vector<cl::Event>* events) {
+        if (l.call) return l.call(events);
+        cl::Event event;
+        launch(l.kernel, l.global, l.local, events ? &event : nullptr);
+        if (events) events->push_back(event);
+    }
 
     // Waits until the device has run every command enqueued so far.
     void finish() { queue_.finish(); }

@@ -435,8 +435,8 @@ std::optional<conv::ConvAlgo> OpenCLBatchEngine::conv_algo_for(size_t k, int cou
     if (conv_algo_ != conv::ConvAlgo::Auto) return conv_algo_;
     const conv::ConvShape s{count, l.in.c, l.in.h, l.in.w, l.out.c, l.kernel, l.stride, l.pad};
     const auto it = tuned_conv_.find(s.describe());
-    // Untuned, tuned own, or tuned CLBlast (which cannot be planned): the kernels above.
-    if (it == tuned_conv_.end() || it->second == conv::ConvAlgo::CLBlast || it->second == conv::ConvAlgo::Own)
+    // Untuned or tuned own: the kernels above.
+    if (it == tuned_conv_.end() || it->second == conv::ConvAlgo::Own)
         return std::nullopt;
     return it->second;
 }
@@ -461,8 +461,8 @@ void OpenCLBatchEngine::plan_conv(size_t k, int count, conv::ConvAlgo algo, std:
     if (k > 0)
         conv_->backward_data(algo, s, deltas_[k], d.weights, deltas_[k - 1], net_.layers[k - 1].activation, acts_[k]);
     const std::string prefix = l.name + " " + conv::algo_name(algo) + " ";
-    for (auto& x : fwd) forward_.push_back({x.kernel, x.global, x.local, prefix + x.name});
-    for (auto& x : bwd) back.push_back({x.kernel, x.global, x.local, prefix + x.name});
+    for (auto& x : fwd) forward_.push_back({x.kernel, x.global, x.local, prefix + x.name, x.call});
+    for (auto& x : bwd) back.push_back({x.kernel, x.global, x.local, prefix + x.name, x.call});
 }
 
 // Buffers (grown to `count` samples) and every launch of a step for batches of `count`. The

@@ -22,9 +22,9 @@ public:
     // Throws Error when the device lacks what the variant needs (gpu-constant: a convolution's
     // or subsampling's weights larger than its __constant buffer).
     // conv_algo: how convolutions whose maps all read every input map run (host/conv/): Direct,
-    // Im2col, Own (this engine's own convolution kernels), or Auto (what `lenet5 tune --conv` found
-    // fastest for the layer's shape and batch on this device, own included; untuned: own). CLBlast cannot be planned ahead:
-    // asking for it throws Error when a step is planned.
+    // Im2col, Winograd, CLBlast (its routines planned as launches that enqueue them on this engine's
+    // queue), Own (this engine's own convolution kernels), or Auto (what `lenet5 tune --conv` found
+    // fastest for the layer's shape and batch on this device, own included; untuned: own).
     OpenCLBatchEngine(Network net, MemoryVariant memory, std::shared_ptr<DeviceRuntime> runtime,
                       conv::ConvAlgo conv_algo = conv::ConvAlgo::Auto);
 

@@ -70,10 +70,9 @@ void OpenCLEngineBase::upload(Split split, const Dataset& data) {
         d.labels = rt_->buffer(count, CL_MEM_READ_ONLY);
         timeline_.write(d.labels, data.labels.data(), count);
         cl::Event converted;
-        rt_->launch({DeviceRuntime::kernel(program_, "images_to_inputs", bytes, data.rows, data.cols, byte_values_,
-                                           d.inputs, in.h, in.w),
-                     cl::NDRange(round_up(static_cast<size_t>(in.h * in.w), wg_), count), cl::NDRange(wg_, 1), ""},
-                    &converted);
+        rt_->launch(DeviceRuntime::kernel(program_, "images_to_inputs", bytes, data.rows, data.cols, byte_values_,
+                                          d.inputs, in.h, in.w),
+                    cl::NDRange(round_up(static_cast<size_t>(in.h * in.w), wg_), count), cl::NDRange(wg_, 1), &converted);
         timeline_.transfer(converted);
         if (split == Split::Train) {
             order_ = rt_->buffer(count * sizeof(int32_t), CL_MEM_READ_ONLY);

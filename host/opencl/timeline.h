@@ -35,14 +35,18 @@ public:
         const bool timed = spans_.timed(exact);
         cl::Event first, last;
         size_t i = 0;
+        std::vector<cl::Event> events;
         for (const auto& item : launches) {
             const KernelLaunch& l = launch_of(item);
-            cl::Event event;
             const bool edge = timed && (i == 0 || i + 1 == n);
-            rt_->launch(l, profile_ || edge ? &event : nullptr);
-            if (i == 0) first = event;
-            if (i + 1 == n) last = event;
-            if (profile_) launches_.emplace_back(l.name, event);
+            events.clear();
+            rt_->launch(l, profile_ || edge ? &events : nullptr);
+            if (!events.empty()) {
+                if (i == 0) first = events.front();
+                if (i + 1 == n) last = events.back();
+            }
+            if (profile_)
+                for (const cl::Event& e : events) launches_.emplace_back(l.name, e);
             ++i;
         }
         if (timed) spans_.add(phase, first, last, exact);
