@@ -115,7 +115,8 @@ TEST(ConvReference, BadShapesAndNamesAreOneLineErrors) {
     EXPECT_THROW((ConvShape{1, 1, 4, 4, 1, 3, 1, 3}.validate()), Error);   // pad >= kernel
     EXPECT_THROW((ConvShape{1, 1, 2, 2, 1, 5, 1, 1}.validate()), Error);   // kernel > padded input
     EXPECT_THROW((ConvShape{0, 1, 4, 4, 1, 3, 1, 0}.validate()), Error);
-    EXPECT_THROW(parse_algo("winograd"), UsageError);
+    EXPECT_THROW(parse_algo("fft"), UsageError);
+    EXPECT_EQ(parse_algo("winograd"), ConvAlgo::Winograd);
     EXPECT_EQ(parse_algo("im2col"), ConvAlgo::Im2col);
     EXPECT_EQ(parse_algo("own"), ConvAlgo::Own);
 }
@@ -133,7 +134,7 @@ TEST(ConvTuning, StoresReplacesAndReadsBack) {
     ASSERT_EQ(entries.size(), 2u);
     EXPECT_EQ(entries[0].algo, ConvAlgo::CLBlast);
     EXPECT_EQ(entries[1].shape, "2x3x9x9 k3 s1 p1 -> 4");
-    std::ofstream(path, std::ios::app) << "P\tD\t1.0\tshape\twinograd\t1\n";
+    std::ofstream(path, std::ios::app) << "P\tD\t1.0\tshape\tfft\t1\n";
     EXPECT_THROW(read_conv_tuning(path), Error);
     std::remove(path.c_str());
 }
