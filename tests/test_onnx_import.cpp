@@ -208,6 +208,17 @@ TEST(OnnxImport, WhatTrainingCannotTakeIsAOneLineError) {
         p->set_value("model x\ninput 1x28x28 scale=1 shift=0\nfc out units=10\n");
     });
     EXPECT_EQ(import_error(mismatch), "m.onnx: its lenet5.model metadata has 1 layers, the graph 6");
+    // A grouped convolution outside an export's subsampling: its zeros between groups would train.
+    const std::string grouped = edited([](onnx::ModelProto& m) {
+        for (auto& n : *m.mutable_graph()->mutable_node())
+            if (n.op_type() == "Conv" && n.input(0) != "image")  // the second: 8 -> 16 maps, now 2 groups
+                for (auto& a : *n.mutable_attribute())
+                    if (a.name() == "group") a.set_i(2);
+        for (auto& t : *m.mutable_graph()->mutable_initializer())
+            if (t.dims_size() == 4 && t.dims(1) == 8) t.set_dims(1, 4), t.set_raw_data(t.raw_data().substr(0, t.raw_data().size() / 2));
+    });
+    EXPECT_NE(import_error(grouped).find("is a grouped convolution (2 groups), which training does not take"), std::string::npos)
+        << import_error(grouped);
 
     // Through the command line: one line, exit 1, for a truncated file too.
     ScratchDir dir;

@@ -33,6 +33,7 @@ struct InferOp {
     // Conv and pooling: window, strides, padding (top/left, bottom/right); Pad: its padding
     int kh = 1, kw = 1, sh = 1, sw = 1, pt = 0, pl = 0, pb = 0, pr = 0;
     bool count_include_pad = false;
+    int groups = 1;             // Conv: the file's groups (the weight below is expanded to one group)
     std::vector<float> weight;  // Conv: [out maps][in maps][kh][kw]; Dense: [out][in]
     std::vector<float> bias;    // Conv, Dense: one per output map / unit (zeros when absent)
     std::vector<float> factor, addend;  // Affine: broadcast to the per-sample shape

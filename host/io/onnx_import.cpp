@@ -153,6 +153,10 @@ private:
     }
 
     Model from_graph() {
+        for (const GraphLayer& l : layers_)  // a file export wrote gets its subsampling back from its model file
+            if (l.op->groups != 1)
+                fail(*l.op, "is a grouped convolution (" + std::to_string(l.op->groups) +
+                                " groups), which training does not take: its zero weights between groups would train");
         std::string name = source_.substr(source_.find_last_of('/') + 1);
         name = layer_name(name.substr(0, name.rfind('.')), 0);
         NetworkBuilder b(name, input_);

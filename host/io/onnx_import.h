@@ -1,7 +1,7 @@
 // A trainable model from an ONNX file (`train --model FILE.onnx`): the graph that `lenet5 infer`
 // reads (onnx_reader.h), as the Network every engine trains, with the file's weights.
 //
-// What trains: one chain of Conv (square kernel, equal strides and padding, also grouped), MaxPool
+// What trains: one chain of Conv (square kernel, equal strides and padding, one group), MaxPool
 // and AveragePool (square, unpadded), Gemm/MatMul, Relu/Sigmoid/Tanh, Flatten/Reshape, over one input
 // of 1 x H x W images (or 784 values: the flattened 28x28 image), and an optional Softmax at the end.
 // Before the first layer the graph may scale the pixels (Mul/Add/Sub/Div by one number each: the

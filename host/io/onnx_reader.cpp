@@ -300,6 +300,7 @@ private:
         if (ks.size() != 2 || ks[0] != w.dims[2] || ks[1] != w.dims[3]) fail(n, "kernel_shape does not match the weight " + dims_text(w.dims));
         int64_t oh = 0, ow = 0;
         window(n, op, w.dims[2], w.dims[3], oh, ow);
+        op.groups = static_cast<int>(groups);
         op.weight = groups == 1 ? w.f : dense_weights(w, groups, d[0]);
         op.bias.assign(static_cast<size_t>(w.dims[0]), 0.0f);
         if (n.input_size() > 2 && !n.input(2).empty()) {
