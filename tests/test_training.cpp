@@ -63,14 +63,15 @@ TEST(Training, PhaseTimesAreRealSharesOfTheEpoch) {
     for (const std::string model : {"lenet5", "mlp"})
         for (const std::string& variant : built_variants()) {
             const bool mlp = model == "mlp";
-            // The MLP: 1000 steps, 4 probes an epoch.
-            TrainOptions o = test::quick_options(variant, dir, mlp ? 1000 : 384, 100, mlp ? 1 : 64, 2);
+            // The MLP: 1100 steps, 2 probes an epoch (steps 0 and 1024).
+            TrainOptions o = test::quick_options(variant, dir, mlp ? 1100 : 384, 100, mlp ? 1 : 64, 2);
             o.model = model;
-            // The second epoch: PoCL compiles a kernel at its first launch, inside the first. A second
-            // try if it is off: on a busy machine one preempted step among those timed for the others
-            // (one in 16 on OpenCL at one sample a step) can move an epoch's sum by more than 10%.
+            // The second epoch: PoCL compiles a kernel at its first launch, inside the first. Up to
+            // three tries: on a machine busier than its cores, a preempted step among those timed
+            // for the others (one in 16 at one sample a step on OpenCL) or PoCL's threads waiting
+            // between commands (wall time in no phase) can move one epoch's sum by more than 10%.
             std::string problems;
-            for (int attempt = 0; attempt < 2; ++attempt)
+            for (int attempt = 0; attempt < 3; ++attempt)
                 if ((problems = phase_share_problems(train(o).epochs.back())).empty()) break;
             EXPECT_EQ(problems, "") << model << " on " << variant;
         }
