@@ -6,10 +6,12 @@
 # and onnxruntime's (relative error per output vector, top-1).
 #   bench/infer_vgg16_gpu.sh [LENET5_BINARY, default build/lenet5]   (results under $OUT, default /tmp/lenet5-gpu/out)
 # Needs python3 with PyTorch + CUDA and numpy. NVIDIA's OpenCL must be registered
-# (/etc/OpenCL/vendors/nvidia.icd); --device is infer's default, the first GPU.
+# (/etc/OpenCL/vendors/nvidia.icd). Environment: LENET5_DEVICE (default: the first GPU that
+# `lenet5 devices` lists, by bench/gpu_device.sh), REPEATS (default 3).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build/lenet5}; R=${REPEATS:-3}
+DEV=$(bench/gpu_device.sh "$B") || exit 1
 W=/tmp/lenet5-gpu; O=${OUT:-$W/out}; mkdir -p "$W" "$O"
 nvidia-smi -L; "$B" devices | head -4
 [ -f $W/vgg16.onnx ] || python3 bench/make_vgg16_onnx.py vgg16 $W/vgg16.onnx --seed 1 || exit 1
@@ -26,10 +28,10 @@ PY
 for b in 1 16; do
     python3 bench/make_vgg16_onnx.py torch-run vgg16 $W/x.npy $W/y_torch_b$b.npy --seed 1 --batch $b --repeats $R | tee $O/torch_b$b.json
     for v in gpu-local gpu gpu-constant; do
-        "$B" infer --onnx $W/vgg16.onnx --input $W/x.npy --output $W/y_${v}_b$b.npy --variant $v --batch $b \
+        "$B" infer --onnx $W/vgg16.onnx --input $W/x.npy --output $W/y_${v}_b$b.npy --variant $v --device $DEV --batch $b \
             --repeats $R --json $O/${v}_b$b.json 2>&1 | tail -2
     done
-    "$B" infer --onnx $W/vgg16.onnx --input $W/x.npy --variant gpu-local --conv-algo direct --batch $b \
+    "$B" infer --onnx $W/vgg16.onnx --input $W/x.npy --variant gpu-local --device $DEV --conv-algo direct --batch $b \
         --repeats $R --json $O/direct_b$b.json 2>&1 | tail -1
 done
 for b in 1 16; do

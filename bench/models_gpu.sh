@@ -4,11 +4,14 @@
 # on each OpenCL variant, LeNet-5 at batch 64 (3 runs of 3 epochs, one of 10: the no-regression check), then PyTorch with
 # CUDA graphs on the same recipes, all in one command.
 #   bench/models_gpu.sh [LENET5_BINARY [MNIST_DIR]]   (defaults build/lenet5, data/mnist)
-# Environment: LENET5_DEVICE (default 1: NVIDIA's OpenCL after PoCL). Needs python3 with PyTorch + CUDA.
+# Environment: LENET5_DEVICE (default: the first GPU that `lenet5 devices` lists, by bench/gpu_device.sh).
+# Needs python3 with PyTorch + CUDA.
 # NVIDIA's OpenCL must be registered (/etc/OpenCL/vendors/nvidia.icd).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-B=${1:-build/lenet5}; M=${2:-data/mnist}; D="--data $M --device ${LENET5_DEVICE:-1}"
+B=${1:-build/lenet5}; M=${2:-data/mnist}
+DEV=$(bench/gpu_device.sh "$B") || exit 1
+D="--data $M --device $DEV"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; "$B" --version | head -1
 run() { echo "== ${*:2}"; "$@" 2>&1 | grep -E "^ +[0-9]+ |rror" | cut -c1-120; }
 for r in 1 2 3 4; do run "$B" train --model mlp --variant gpu-local $D; done

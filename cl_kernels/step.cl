@@ -2,7 +2,9 @@
 // backward_samples run one work-group of SG items per sample, through every layer; gradients
 // adds the samples' contributions up into each parameter's gradient; update.cl's sgd_momentum
 // follows. At batch 1 a training step is two launches instead: step_samples (forward and backward)
-// and gradients_sgd (gradients and update). The NETWORK_ macros are the network's layers as calls,
+// and gradients_sgd (gradients and update), except a step whose phases the engine times apart (a
+// probe: forward_samples, backward_samples, gradients_one, sgd_momentum, with the same results).
+// The NETWORK_ macros are the network's layers as calls,
 // written by the host (host/opencl/opencl_program.cpp) from the names declared here.
 //
 // The batch's sample s is data set row rows[first + s]. Its activations act = acts + s*ACT_FLOATS
@@ -144,17 +146,32 @@ __kernel __attribute__((reqd_work_group_size(GRAD_PARAMS * GRAD_LANES, 1, 1))) v
     grads[p] = g;
 }
 
-// Batch 1: a parameter's gradient is its one sample's term, so one item per parameter computes it,
-// stores it and applies the update (sgd_momentum's arithmetic, the gradient from a register):
-// gradients and sgd_momentum in one launch, with the same results.
+// Batch 1: a parameter's gradient is its one sample's term, so one item per parameter computes it.
+inline float one_sample_gradient(__global const float* acts, __global const float* deltas,
+                                 __global const float* partials, int p) {
+    const int count = 1, lane = 0;
+    float g = 0.0f;
+    NETWORK_GRADIENTS
+    return g;
+}
+
+// Batch 1: every parameter's gradient, one item each: what the gradients kernel computes there,
+// without its lanes. NDRange (round_up(PARAM_FLOATS, WG)).
+__kernel void gradients_one(__global const float* acts, __global const float* deltas, __global const float* partials,
+                            __global float* grads) {
+    const int p = (int)get_global_id(0);
+    if (p < PARAM_FLOATS) grads[p] = one_sample_gradient(acts, deltas, partials, p);
+}
+
+// Batch 1: gradients_one, then the update from the gradient in a register (sgd_momentum's
+// arithmetic): the gradient and sgd_momentum in one launch, with the same results.
 // NDRange (round_up(PARAM_FLOATS, WG)): one item per parameter.
 __kernel void gradients_sgd(__global const float* acts, __global const float* deltas, __global const float* partials,
                             __global float* grads, __global float* params, __global float* velocity, float lr,
                             float momentum, float weight_decay) {
-    const int p = (int)get_global_id(0), count = 1, lane = 0;
+    const int p = (int)get_global_id(0);
     if (p >= PARAM_FLOATS) return;
-    float g = 0.0f;
-    NETWORK_GRADIENTS
+    const float g = one_sample_gradient(acts, deltas, partials, p);
     grads[p] = g;
     sgd_step(params, velocity, p, g, lr, momentum, weight_decay);
 }
@@ -164,7 +181,9 @@ __kernel void gradients_sgd(__global const float* acts, __global const float* de
 // below): the first layer's weights are most of the work, so its rows are spread over many
 // work-groups (first_forward), and the small layers after it (the tail) run either in one group
 // (tail_step, before gradients_sgd) or, fused with the gradients and the update, redundantly in
-// every group of step_update. The results are gradients_sgd's, the same in every group.
+// every group of step_update. The results are gradients_sgd's, the same in every group. A step
+// whose phases the engine times apart (a probe) runs first_forward, tail_forward, then
+// backward_samples, gradients_one and sgd_momentum.
 //   FIRST_OUT, FIRST_AT   the first layer's outputs, and where they are in a sample's activations
 //   TAIL_BEGIN            the tail's parameters: the device layout from there on
 //   FIRST_W, FIRST_B, FIRST_IN   the first layer's weights [FIRST_OUT][FIRST_IN] and biases in it
@@ -187,31 +206,50 @@ __kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void first_forward(
     NETWORK_FIRST_FORWARD
 }
 
-// The tail of a batch-1 step from the first layer's outputs in act: the other layers' forward, the
-// loss and every delta (NETWORK_BACKWARD), as step_samples computes them.
-#define TAIL_STEP                                                                   \
+// The tail's forward from the first layer's outputs in act: the other layers, the loss and the
+// output's delta.
+#define TAIL_FORWARD                                                                \
     for (int e = (int)get_local_id(0); e < FIRST_OUT; e += SG) {                   \
         const float v = acts[FIRST_AT + e];                                         \
         work[e] = v;                                                                \
         act[FIRST_AT + e] = v;                                                      \
     }                                                                               \
     SYNC();                                                                         \
-    NETWORK_TAIL_FORWARD                                                            \
-    SYNC();                                                                         \
+    NETWORK_TAIL_FORWARD
+
+// The tail of a batch-1 step: its forward and every delta (NETWORK_BACKWARD), as step_samples
+// computes them.
+#define TAIL_STEP     \
+    TAIL_FORWARD      \
+    SYNC();           \
     NETWORK_BACKWARD
+
+// tail_step's and tail_forward's names for their arguments, as the tail uses them.
+#define TAIL_PROLOGUE                           \
+    const int label = labels[rows[first]];      \
+    __global float* act = acts;                 \
+    __global float* delta = deltas;             \
+    loss += slot;                               \
+    hit += slot;                                \
+    WORK_AREA(TAIL_WORK)
 
 // The tail in one group, into the sample's activations and deltas, its loss and hit at slot.
 // Then gradients_sgd (or gradients) as after step_samples. NDRange (SG), work-group SG.
 __kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void tail_step(
     __global const uchar* labels, __global const int* rows, int first, float scale, __global float* acts,
     __global float* deltas, __global float* loss, __global int* hit, int slot, __global const float* params WORK_ARG) {
-    const int label = labels[rows[first]];
-    __global float* act = acts;
-    __global float* delta = deltas;
-    loss += slot;
-    hit += slot;
-    WORK_AREA(TAIL_WORK);
+    TAIL_PROLOGUE;
     TAIL_STEP
+}
+
+// The tail's forward alone, for a step whose phases the engine times apart (a probe): then
+// backward_samples computes the deltas, as tail_step would. tail_step's arguments.
+// NDRange (SG), work-group SG.
+__kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void tail_forward(
+    __global const uchar* labels, __global const int* rows, int first, float scale, __global float* acts,
+    __global float* deltas, __global float* loss, __global int* hit, int slot, __global const float* params WORK_ARG) {
+    TAIL_PROLOGUE;
+    TAIL_FORWARD
 }
 
 // tail_step and gradients_sgd in one launch, and the next training sample's first_forward when

@@ -1,6 +1,10 @@
 // Training behaviour of the reference: determinism and real accuracy on MNIST.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <string>
+
+#include "engine/engine_factory.h"
 #include "test_support.h"
 #include "train/trainer.h"
 
@@ -32,6 +36,45 @@ TEST(Training, CpuLearnsRealMnist) {
     EXPECT_GT(r.epochs[0].times.backward_ms, 0.0);
     EXPECT_GT(r.epochs[0].times.update_ms, 0.0);
     EXPECT_GE(r.epochs[0].wall_ms, r.epochs[0].times.forward_ms + r.epochs[0].times.backward_ms);
+}
+
+namespace {
+
+// What is wrong with an epoch's phase times as shares of it ("" if nothing): they must add up to
+// its wall time (within 10%), forward and backward each more than 5% of it, update more than 0.
+std::string phase_share_problems(const EpochResult& e) {
+    const PhaseTimes& t = e.times;
+    const double sum = t.forward_ms + t.backward_ms + t.update_ms;
+    const bool ok = std::abs(sum - e.wall_ms) <= 0.1 * e.wall_ms && t.forward_ms > 0.05 * e.wall_ms &&
+                    t.backward_ms > 0.05 * e.wall_ms && t.update_ms > 0;
+    if (ok) return "";
+    return "forward " + std::to_string(t.forward_ms) + ", backward " + std::to_string(t.backward_ms) + ", update " +
+           std::to_string(t.update_ms) + ", wall " + std::to_string(e.wall_ms) + " ms";
+}
+
+}  // namespace
+
+// Every variant's forward, backward and update are real shares of the epoch, also where a step runs
+// fused (the MLP at one sample a step: one launch on the OpenCL variants, the weight gradients
+// inside the update on avx and omp), whose time the probe steps split (engine/fused_steps.h).
+TEST(Training, PhaseTimesAreRealSharesOfTheEpoch) {
+    const std::string dir = test::mnist_dir();
+    if (dir.empty()) GTEST_SKIP() << "MNIST not fetched (run data/fetch_mnist.sh)";
+    for (const std::string model : {"lenet5", "mlp"})
+        for (const std::string& variant : built_variants()) {
+            const bool mlp = model == "mlp";
+            // The MLP: 1100 steps, 2 probes an epoch (steps 0 and 1024).
+            TrainOptions o = test::quick_options(variant, dir, mlp ? 1100 : 384, 100, mlp ? 1 : 64, 2);
+            o.model = model;
+            // The second epoch: PoCL compiles a kernel at its first launch, inside the first. Up to
+            // three tries: on a machine busier than its cores, a preempted step among those timed
+            // for the others (one in 16 at one sample a step on OpenCL) or PoCL's threads waiting
+            // between commands (wall time in no phase) can move one epoch's sum by more than 10%.
+            std::string problems;
+            for (int attempt = 0; attempt < 3; ++attempt)
+                if ((problems = phase_share_problems(train(o).epochs.back())).empty()) break;
+            EXPECT_EQ(problems, "") << model << " on " << variant;
+        }
 }
 
 TEST(Training, ShuffleOrdersArePermutationsThatDifferPerEpoch) {

@@ -348,8 +348,11 @@ void HostEngine::set_gradients(const std::vector<float>& gradients) {
 }
 
 void HostEngine::update(float lr, float momentum, float weight_decay) {
-    const auto t0 = Clock::now();
-    if (grads_outer_ && momentum == 0.0f && weight_decay == 0.0f) {
+    auto t0 = Clock::now();
+    // Without momentum and weight decay, the outer-product layers' gradients are computed inside
+    // the update (sgd_outer), except in a probe (fused_steps.h), which writes them first.
+    const bool fusable = grads_outer_ && momentum == 0.0f && weight_decay == 0.0f;
+    if (fusable && !fused_.probe()) {
         // v = g; p -= lr*v: the outer-product layers in one pass each, the rest as below.
         for (const auto& r : summed_) {
             if (outer_layer_[r.layer])
@@ -361,10 +364,15 @@ void HostEngine::update(float lr, float momentum, float weight_decay) {
         }
         velocity_outer_ = true;  // the velocity of those layers is now the gradient
         velocity_buf_ = grads_buf_;
-        times_.update_ms += ms_since(t0);
+        fused_.add_fused(ms_since(t0));
         return;
     }
-    materialize(grads_outer_, grads_buf_, grads_);
+    PhaseTimes t;
+    if (grads_outer_) {  // the gradients that backward() left as vectors: the backward's work
+        materialize(grads_outer_, grads_buf_, grads_);
+        t.backward_ms = ms_since(t0);
+        t0 = Clock::now();
+    }
     materialize(velocity_outer_, velocity_buf_, velocity_);
     const size_t n = params_.size();
     // Threads only for a large buffer (a region costs more than LeNet-5's update); in
@@ -378,7 +386,10 @@ void HostEngine::update(float lr, float momentum, float weight_decay) {
                     weight_decay);
     }
     });
-    times_.update_ms += ms_since(t0);
+    t.update_ms = ms_since(t0);
+    times_.backward_ms += t.backward_ms;
+    times_.update_ms += t.update_ms;
+    if (fusable) fused_.add_probe(t);
 }
 
 Counters HostEngine::take_counters() {
@@ -387,11 +398,7 @@ Counters HostEngine::take_counters() {
     return c;
 }
 
-PhaseTimes HostEngine::take_times() {
-    PhaseTimes t = times_;
-    times_ = {};
-    return t;
-}
+PhaseTimes HostEngine::take_times() { return fused_.take(std::exchange(times_, {})); }
 
 std::vector<float> HostEngine::layer_output(size_t layer) {
     const size_t n = static_cast<size_t>(count_) * net_.layers.at(layer).out.size();

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/fused_steps.h"
 #include "host_ops.h"
 
 namespace lenet5 {
@@ -86,7 +87,8 @@ private:
     // grads_; update() without momentum and weight decay applies it in one pass over the
     // weights (HostOps::sgd_outer), so the 159k gradients of the MLP are neither zeroed,
     // written nor read. grads_ (and velocity_, which such an update sets to the gradient)
-    // are written from the vectors only when asked for, or before another kind of update.
+    // are written from the vectors only when asked for, before another kind of update, or in
+    // a probe (fused_steps.h: one such update in many writes them, each part timed).
     // Bit for bit the same parameters, gradients and velocity as the written path.
     struct Outer {
         std::vector<float> x, d;
@@ -116,6 +118,7 @@ private:
     std::vector<int32_t> order_;
     Counters counters_;
     PhaseTimes times_;
+    FusedSteps fused_;  // the sgd_outer updates' time, split over backward and update by probes
 };
 
 }  // namespace lenet5

@@ -18,7 +18,7 @@ constexpr int kTimeEvery = 16;
 // The kernels that run one work-group of SG items per sample, and those of a network that starts
 // fully connected (step.cl's SPREAD_FIRST), groups of SG items too.
 constexpr const char* kSampleKernels[] = {"forward_samples", "backward_samples", "step_samples"};
-constexpr const char* kSpreadKernels[] = {"first_forward", "tail_step", "step_update"};
+constexpr const char* kSpreadKernels[] = {"first_forward", "tail_step", "tail_forward", "step_update"};
 
 // step_update computes the tail in every group: only when its parameters are at most this many.
 constexpr size_t kFuseTail = 32768;
@@ -134,6 +134,10 @@ void OpenCLEngine::plan_batch(int capacity) {
         sums_ = rt_->buffer(gradients_.items * sizeof(float));
         gradients_.run.kernel.setArg(5, sums_);
     }
+    // A probe's gradients at batch 1 (gradients_sgd's, without the update).
+    gradients_one_ = {{kernel(program_, "gradients_one", acts_, deltas_, partials_, grads_), {}, {}, "gradients_one"},
+                      false,
+                      layout_.size()};
     // The learning rate, momentum and weight decay are set by update().
     gradients_sgd_ = {{kernel(program_, "gradients_sgd", acts_, deltas_, partials_, grads_, params_, velocity_, 0.0f,
                               0.0f, 0.0f),
@@ -153,10 +157,14 @@ void OpenCLEngine::plan_batch(int capacity) {
     first_ = {{kernel(program_, "first_forward", cl::Buffer(), cl::Buffer(), 0, acts_, params_, snapshot_), {}, {},
                "first_forward"},
               true, 0, -1, first_groups};
-    tail_ = {{kernel(program_, "tail_step", cl::Buffer(), cl::Buffer(), 0, 1.0f, acts_, deltas_, losses_, hits_, 0,
-                     params_),
-              {}, {}, "tail_step"},
-             true, 0, -1, 1};
+    auto tail_kernel = [&](const char* name) -> Launch {  // the same arguments
+        return {{kernel(program_, name, cl::Buffer(), cl::Buffer(), 0, 1.0f, acts_, deltas_, losses_, hits_, 0,
+                        params_),
+                 {}, {}, name},
+                true, 0, -1, 1};
+    };
+    tail_ = tail_kernel("tail_step");
+    tail_forward_ = tail_kernel("tail_forward");
     for (int i = 0; i < 2; ++i) {
         spread_acts_[i] = rt_->buffer(sample_.act_floats * sizeof(float));
         spread_snapshots_[i] = rt_->buffer(layout_.size() * sizeof(float));
@@ -176,6 +184,7 @@ void OpenCLEngine::plan_batch(int capacity) {
                                    sizeof(float));
         first_.run.kernel.setArg(6, spread_work_);
         tail_.run.kernel.setArg(10, spread_work_);
+        tail_forward_.run.kernel.setArg(10, spread_work_);
         step_update_.run.kernel.setArg(25, spread_work_);
     }
 }
@@ -221,7 +230,9 @@ void OpenCLEngine::forward(Split split, int first, int count) {
         if (count > capacity_) plan_batch(count);
         if (cursor_ + count > slots_) collect_counters();
         const bool batch1 = train && count == 1;
-        timeline_.start_step(batch1);
+        // A batch-1 training step runs fused, except a probe, which runs as a batch of one.
+        const bool probe = timeline_.start_step(batch1, batch1);
+        fused_step_ = batch1 && !probe;
         if (batch1 && sample_.spread) {
             // Only what changes from step to step: each clSetKernelArg costs host time, which a
             // one-launch step must keep below the device's. The tail's arguments are set if it runs.
@@ -236,8 +247,9 @@ void OpenCLEngine::forward(Split split, int first, int count) {
             update.setArg(8, cursor_);
             step_first_ = first;
             step_slot_ = cursor_;
-            // The previous step's update computed this sample's first layer, unless something intervened.
-            cur_slot_ = prepared_first_ == first ? prepared_slot_ : 0;
+            // The previous step's update computed this sample's first layer, unless something
+            // intervened; a probe computes it itself.
+            cur_slot_ = prepared_first_ == first && !probe ? prepared_slot_ : 0;
             prepared_first_ = -1;
             if (cur_slot_ == 0) {
                 first_.run.kernel.setArg(0, data.inputs);
@@ -246,13 +258,21 @@ void OpenCLEngine::forward(Split split, int first, int count) {
                 // Timed whenever it runs (once an epoch in a run of steps), not as a sample of the steps.
                 timeline_.run(Phase::Forward, {sized(first_, 1)}, true);
             }
-            tail_pending_ = true;
+            if (probe) {  // the tail's forward now; backward() computes the deltas
+                cl::Kernel& tail = tail_forward_.run.kernel;
+                tail.setArg(0, data.labels);
+                tail.setArg(1, order_);
+                tail.setArg(2, first);
+                tail.setArg(8, cursor_);
+                timeline_.run(Phase::Forward, {sized(tail_forward_, 1)});
+            }
+            tail_pending_ = !probe;
             cursor_ += 1;
             count_ = 1;
             last_was_train_ = true;
             return;
         }
-        Launch& launch = batch1 ? step_ : forward_;  // the same first arguments
+        Launch& launch = fused_step_ ? step_ : forward_;  // the same first arguments
         cl::Kernel& k = launch.run.kernel;
         k.setArg(0, data.inputs);
         k.setArg(1, data.labels);
@@ -260,7 +280,7 @@ void OpenCLEngine::forward(Split split, int first, int count) {
         k.setArg(3, first);
         k.setArg(4, 1.0f / static_cast<float>(count));
         k.setArg(9, cursor_);
-        timeline_.run(Phase::Forward, {sized(launch, count)});
+        timeline_.run(fused_step_ ? Phase::Fused : Phase::Forward, {sized(launch, count)});
         cursor_ += count;
         count_ = count;
         last_was_train_ = train;
@@ -269,11 +289,12 @@ void OpenCLEngine::forward(Split split, int first, int count) {
 
 void OpenCLEngine::backward() {
     if (!last_was_train_) throw Error("backward() needs a training forward() first");
-    if (count_ == 1) {  // step_samples ran the backward; the gradients come with the update
+    if (fused_step_) {  // step_samples or the update's kernel runs the backward; the gradients come with the update
         gradients_pending_ = true;
         return;
     }
-    cl_checked([&] { timeline_.run(Phase::Backward, {sized(backward_, count_), sized(gradients_, count_)}); });
+    Launch& gradients = count_ == 1 ? gradients_one_ : gradients_;  // a batch-1 probe: gradients_sgd's gradients
+    cl_checked([&] { timeline_.run(Phase::Backward, {sized(backward_, count_), sized(gradients, count_)}); });
 }
 
 // A batch-1 step's gradients, when something needs them before update() (which computes them itself).
@@ -298,7 +319,7 @@ void OpenCLEngine::finish_tail() {
         rt_->queue().enqueueCopyBuffer(spread_acts_[cur_slot_ - 1], acts_, 0, 0, sample_.act_floats * sizeof(float));
         cur_slot_ = 0;
     }
-    timeline_.run(Phase::Forward, {sized(tail_, 1)});
+    timeline_.run(Phase::Fused, {sized(tail_, 1)});
 }
 
 void OpenCLEngine::update(float lr, float momentum, float weight_decay) {
@@ -329,7 +350,7 @@ void OpenCLEngine::update(float lr, float momentum, float weight_decay) {
             if (fused) step_update_rates_ = rates;
         }
         gradients_pending_ = false;
-        timeline_.run(Phase::Update, {sized(launch, 0)});
+        timeline_.run(&launch == &update_ ? Phase::Update : Phase::Fused, {sized(launch, 0)});
         rt_->flush();  // hand the step to the device now, without waiting for it
     });
 }

@@ -7,11 +7,12 @@
 // and hits come back.
 //
 // At batch 1 (seed 004's recipe) the launches cost more than the work, so a step is two:
-// forward(Train) runs the backward too (step_samples, timed as the forward phase), and update()
-// computes the gradients as it applies them (gradients_sgd, timed as the update phase), unless
-// something needs them first (gradients(), the next forward). The results are the same. The
-// phases of one batch-1 step in kTimeEvery carry events (they cost host time per launch), and
-// take_times scales them up to all the steps.
+// forward(Train) runs the backward too (step_samples), and update() computes the gradients as it
+// applies them (gradients_sgd), unless something needs them first (gradients(), the next
+// forward). The results are the same. The launches of one batch-1 step in kTimeEvery carry events
+// (they cost host time per launch), and take_times scales them up to all the steps. Such fused
+// launches count as Phase::Fused: one batch-1 step in FusedSteps::kProbeEvery runs as a batch of
+// one instead (a probe, each phase timed), and their time is split in the probes' proportions.
 //
 // A network that starts fully connected (the MLP) would spend a batch-1 step in one work-group
 // reading the first layer's weights, so its step is spread: forward(Train) computes the first
@@ -19,7 +20,8 @@
 // loss, the backward and every gradient and update in one launch (step_update: each group
 // computes the small tail itself, then updates its share of the parameters). Anything that needs
 // the tail's results first (the loss, gradients(), layer outputs, another forward) gets it in one
-// group (tail_step), then the steps above.
+// group (tail_step), then the steps above. A probe runs first_forward, then the tail's forward
+// alone (tail_forward), and the deltas, gradients and update as a batch of one.
 #pragma once
 #include <array>
 #include <memory>
@@ -82,13 +84,16 @@ private:
     cl::Buffer run_params_;  // the pairs' parameters: a sub-buffer of params_ (__constant for gpu-constant)
     Launch forward_, backward_, gradients_, update_;
     Launch step_, gradients_sgd_;  // batch 1: forward + backward, and gradients + update
+    Launch gradients_one_;         // batch 1: the gradients alone (a probe's)
+    bool fused_step_ = false;  // the last forward() began a fused batch-1 step (not a probe)
     bool gradients_pending_ = false;  // a batch-1 backward() left its gradients to update()
     // Batch 1 of a network that starts fully connected (sample_.spread): first_forward over many
     // groups, then the tail (the other layers, the loss and the deltas) either fused into the
     // update (step_update, when the tail's parameters are few: fuse_tail_) or in one group
     // (tail_step) when something needs its results first. snapshot_: the tail's parameters as the
     // step's forward saw them; own_rows_, spread_work_: step_update's groups' rows and work areas.
-    Launch first_, tail_, step_update_;
+    // tail_forward_: the tail's forward alone, for a probe.
+    Launch first_, tail_, tail_forward_, step_update_;
     cl::Buffer snapshot_, own_rows_, spread_work_;
     // step_update also computes the next training sample's first layer (so that a run of batch-1
     // steps is one launch each) into slot 1 or 2 (spread_acts_[i], spread_snapshots_[i]: its input

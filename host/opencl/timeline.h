@@ -22,8 +22,10 @@ public:
     Timeline(std::shared_ptr<DeviceRuntime> runtime, int sample_every)
         : rt_(std::move(runtime)), spans_(sample_every) {}
 
-    // A new step; sampled: a step of the kind that is timed only one time in `sample_every`.
-    void start_step(bool sampled) { spans_.start_step(sampled); }
+    // A new step; sampled: a step of the kind that is timed only one time in `sample_every`;
+    // fused: one whose launches would fuse phases. Returns whether it runs unfused instead, as a
+    // probe (PhaseSpans::start_step).
+    bool start_step(bool sampled, bool fused = false) { return spans_.start_step(sampled, fused); }
 
     // Enqueues `launches` (KernelLaunch or KernelLaunch* items) in order as a run of `phase`:
     // events on the first and last when the step is timed (or `exact`: timed even in an untimed
