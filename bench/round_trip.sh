@@ -7,7 +7,8 @@
 #       `lenet5 eval`'s accuracy of each checkpoint into DIR (79 MB, 77 of them the CNN's checkpoint and ONNX).
 #   bench/round_trip.sh check DIR [BINARY] [VARIANTS] [DEVICE]
 #       runs `lenet5 infer --onnx` on each file and `--model` on each checkpoint, on each variant
-#       (default: cpu avx omp gpu gpu-constant gpu-local; DEVICE: an OpenCL index, default infer's own),
+#       (default: cpu avx omp gpu gpu-constant gpu-local; DEVICE: an OpenCL index, default: the GPU
+#       bench/gpu_device.sh finds, else infer's own),
 #       and prints per model and variant the largest relative error per output vector against
 #       onnxruntime, whether every top-1 class is onnxruntime's, and the top-1 accuracy beside eval's.
 #       Exit 1 if any error reaches 1e-5 or any prediction or accuracy differs.
@@ -52,7 +53,8 @@ if [[ $cmd == prepare ]]; then
 fi
 [[ $cmd == check ]] || { echo "round_trip: unknown command '$cmd' (prepare, check)" >&2; exit 2; }
 variants=${4:-cpu avx omp gpu gpu-constant gpu-local}
-device=${5:+--device $5}
+dev=${5:-$(bench/gpu_device.sh "$bin" 2>/dev/null)} || true
+device=${dev:+--device $dev}
 for m in lenet5 mlp cnn torch_cnn; do
     for v in $variants; do
         for src in onnx ck; do
