@@ -215,7 +215,7 @@ TEST_F(OpenCLConvTest, WinogradForwardMatchesReference) {
 }
 // Winograd through forward/backward_data (training): the filters transformed on the device, the
 // input gradient by the flipped filters where its transposed shape qualifies (a multiple of 4
-// output maps, at least 16), direct elsewhere and for the weight gradient; ReLU and tanh.
+// output maps, at least 16), direct elsewhere; the weight gradient by im2col; ReLU and tanh.
 TEST_F(OpenCLConvTest, WinogradTrainingPassesMatchReference) {
     for (const ConvShape& s : {ConvShape{5, 16, 21, 19, 136, 3, 1, 1}, ConvShape{4, 20, 17, 13, 24, 3, 1, 0},
                                ConvShape{3, 16, 9, 9, 6, 3, 1, 1}, ConvShape{2, 3, 9, 9, 16, 3, 1, 1}})

@@ -30,8 +30,8 @@ struct ConvShape {
 
 // direct: tiled kernels that read the input where it lies; im2col: the windows unrolled into a
 // matrix, then a GEMM; winograd: F(4x4, 3x3) for the forward pass and the input gradient of 3x3
-// stride-1 convolutions over a multiple of 4 maps, at least 16 (direct for other shapes and for
-// the weight gradient); clblast: CLBlast's Convgemm / Im2col / Col2im / GEMM. auto: what `lenet5 tune`
+// stride-1 convolutions over a multiple of 4 maps, at least 16 (direct for other shapes; the
+// weight gradient by im2col); clblast: CLBlast's Convgemm / Im2col / Col2im / GEMM. auto: what `lenet5 tune`
 // measured fastest for the shape on the device, else conv_default_algo. own: not OpenCLConv's but
 // the batch-level engine's own convolution kernels (train/eval, `tune --conv` times them too);
 // OpenCLConv refuses it, and its Auto reads a tuned `own` as direct.

@@ -205,7 +205,7 @@ std::string convbench_help() {
            "  --batch B,...     the VGG16 cases' batch sizes (default 1,16)\n"
            "  --cases SET,...   seed (the above) and/or vgg16 (its 3x3 layers, 3 to 512 maps, 224 down to 14)\n"
            "  --algos A,...     direct, im2col, winograd (3x3 stride-1 layers of a multiple of 4 maps, at\n"
-           "                    least 16; direct elsewhere and for the weight gradient), clblast (default: those\n"
+           "                    least 16; direct elsewhere; the weight gradient by im2col), clblast (default: those\n"
            "                    this build has)\n"
            "  --device N        the OpenCL device (default: the first GPU, else device 0)\n"
            "  --repeats N       timed runs per measure (default 5)\n"

@@ -389,7 +389,7 @@ void OpenCLConv::backward_weights(ConvAlgo algo, const ConvShape& s, const cl::B
         const int K = s.kernel, CKK = s.in_c * K * K, OH = s.out_h();
         const size_t P = size_t(OH) * s.out_w(), W = s.weight_size();
         switch (checked(resolve(algo, s), s)) {
-            case ConvAlgo::Winograd:  // the weight gradient by the direct kernels
+            case ConvAlgo::Winograd: break;  // the weight gradient as im2col's GEMMs (below)
             case ConvAlgo::Auto:
             case ConvAlgo::Own:  // refused by checked()
             case ConvAlgo::Direct: {
