@@ -13,7 +13,7 @@ using lenet5::test::slurp;
 namespace {
 
 TEST(ConvbenchCli, BadFlagsAreUsageErrors) {
-    for (const char* args : {"--sizes 0", "--algos winograd", "--algos auto", "--cases resnet", "--bogus", "--repeats"}) {
+    for (const char* args : {"--sizes 0", "--algos fft", "--algos auto", "--cases resnet", "--bogus", "--repeats"}) {
         const auto r = run_cli(std::string("convbench ") + args);
         EXPECT_EQ(r.status, 2) << args;
         EXPECT_EQ(r.err.rfind("lenet5: error: ", 0), 0u) << args << ": " << r.err;
