@@ -17,7 +17,7 @@ namespace lenet5 {
 // Milliseconds spent per phase since the last take_times().
 struct PhaseTimes {
     double forward_ms = 0, backward_ms = 0, update_ms = 0, transfer_ms = 0;
-    double reduce_ms = 0;  // several workers: summing their gradients (worker_engine.h)
+    double reduce_ms = 0;  // several workers or ranks: the gradient exchange (grad_exchange.h)
 };
 
 // One kernel's share of the device time since the last take_kernel_times().
