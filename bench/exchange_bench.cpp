@@ -66,7 +66,7 @@ std::vector<std::pair<size_t, size_t>> buckets(const Network& net) {
 class VectorPort final : public ExchangePort {
 public:
     explicit VectorPort(size_t n) : values_(n, 1.0f) {}
-    bool listen(std::function<void(size_t)>) override { return false; }
+    bool listen(BackwardListener) override { return false; }
     float* flat(FlatBuffer) override { return values_.data(); }
     void fetch(FlatBuffer, size_t) override {}
     void fetched(FlatBuffer, size_t) override {}

@@ -12,15 +12,22 @@ namespace lenet5 {
 
 enum class FlatBuffer { Gradients, Params };
 
+// What a host engine's backward() tells the exchange while it runs, on backward()'s own thread.
+struct BackwardListener {
+    std::function<void(size_t layer)> ready;  // the layer's gradients are final (the last layer first)
+    // Called every few samples of the layers below the announced ones, so that the buckets already
+    // sent move on meanwhile (MPI progresses only inside its calls).
+    std::function<void()> progress;
+};
+
 class ExchangePort {
 public:
     virtual ~ExchangePort() = default;
 
-    // `ready(layer)` is called by the engine's backward() on its own thread as each layer's
-    // gradients become final, the last layer first; an empty function stops it. Returns false
-    // where backward() never calls it (device engines): the exchange then fetches every layer
-    // once backward() has returned.
-    virtual bool listen(std::function<void(size_t layer)> ready) = 0;
+    // From now on backward() calls `listener` (an empty one stops it). Returns false where
+    // backward() never does (device engines): the exchange then fetches every layer once
+    // backward() has returned.
+    virtual bool listen(BackwardListener listener) = 0;
 
     // The flat host view of `which` (param_count floats); the pointer stays valid for the
     // engine's life.

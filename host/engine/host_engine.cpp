@@ -252,6 +252,8 @@ void HostEngine::backward_head(int part, const float* d, size_t dsize, float* g)
                           acts_[k + 1].data() + static_cast<size_t>(s) * l.out.size(), a, k ? b : nullptr, g);
             std::swap(a, b);
         }
+        // One part announced the tail's layers already: let their exchange move on meanwhile.
+        if (T == 1 && listener_.progress && s % kProgressEvery == kProgressEvery - 1) listener_.progress();
     }
 }
 
@@ -263,7 +265,7 @@ void HostEngine::backward() {
     auto grads_of = [&](int part) { return part > 0 ? part_grads_[static_cast<size_t>(part - 1)].data() : grads_.data(); };
     // One sample on one part: the outer_layer_ layers keep their gradients as vectors, in the
     // buffer that does not hold the velocity (not in an exchange, which reads them from grads_).
-    const bool outer = T == 1 && count_ == 1 && !listener_;
+    const bool outer = T == 1 && count_ == 1 && !listener_.ready;
     if (outer && velocity_outer_ && velocity_buf_ == grads_buf_) grads_buf_ ^= 1;
     grads_outer_ = outer;
 
@@ -346,14 +348,14 @@ void HostEngine::backward() {
     times_.backward_ms += ms_since(t0);
 }
 
-bool HostEngine::listen(std::function<void(size_t layer)> ready) {
-    listener_ = std::move(ready);
+bool HostEngine::listen(BackwardListener listener) {
+    listener_ = std::move(listener);
     return true;
 }
 
 void HostEngine::announce(size_t layer) const {
     const LayerSpec& l = net_.layers[layer];
-    if (listener_ && l.weight_count + l.bias_count > 0) listener_(layer);
+    if (listener_.ready && l.weight_count + l.bias_count > 0) listener_.ready(layer);
 }
 
 void HostEngine::set_gradients(const std::vector<float>& gradients) {

@@ -54,7 +54,7 @@ public:
 
 private:
     // ExchangePort: the storage itself, so fetching and storing move nothing.
-    bool listen(std::function<void(size_t layer)> ready) override;
+    bool listen(BackwardListener listener) override;
     float* flat(FlatBuffer which) override { return which == FlatBuffer::Params ? params_.data() : grads_.data(); }
     void fetch(FlatBuffer, size_t) override {}
     void fetched(FlatBuffer, size_t) override {}
@@ -80,6 +80,9 @@ private:
     // LeNet-5's and the MLP's are below): per-thread copies of such a gradient cost more
     // memory traffic than the threads win, and its work per sample dwarfs a barrier.
     static constexpr size_t kSplitWeights = size_t{1} << 20;
+    // Samples of the head's backward between two calls of the exchange's progress (the CNN's C1:
+    // about 1 ms of work, against MPI steps of a few ms).
+    static constexpr int kProgressEvery = 4;
     bool split_rows(size_t k) const { return k >= tail_ && net_.layers[k].weight_count >= kSplitWeights && threads_ > 1; }
     int parts(int count) const;
     const Slice& slice(size_t k, int part) const { return slices_[(k - tail_) * static_cast<size_t>(threads_) + static_cast<size_t>(part)]; }
@@ -128,7 +131,7 @@ private:
     int capacity_ = 0, count_ = 0;
     bool last_was_train_ = false;
 
-    std::function<void(size_t layer)> listener_;  // ExchangePort::listen's
+    BackwardListener listener_;  // ExchangePort::listen's
 
     Dataset train_, test_;
     std::vector<int32_t> order_;

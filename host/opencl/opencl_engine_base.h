@@ -120,7 +120,7 @@ protected:
 
 private:
     // ExchangePort: fetch and store move a bucket between the device buffer and its pinned mirror.
-    bool listen(std::function<void(size_t)>) override { return false; }  // buckets come once backward() returns
+    bool listen(BackwardListener) override { return false; }  // buckets come once backward() returns
     float* flat(FlatBuffer which) override;
     void fetch(FlatBuffer which, size_t layer) override;
     void fetched(FlatBuffer which, size_t layer) override;

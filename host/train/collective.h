@@ -1,7 +1,7 @@
 // The other ranks of a run, as a WorkerEngine and its gradient exchange see them
 // (mpi_collective.h implements it over MPI). Every rank must start the same operations in the
-// same order; an operation that starts returns a request number to wait for, valid until every
-// request started before it has been waited for and another starts.
+// same order. An operation that starts returns a request number, to wait for exactly once; the
+// numbers count from 0 again once every request started has been waited for.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -60,14 +60,18 @@ void GradExchange::begin(FlatBuffer which, std::vector<float> weights, bool inli
 
 void GradExchange::backward(size_t i, Engine& engine) {
     ExchangePort& port = *ports_[i];
-    const bool announces = port.listen([this](size_t layer) { announce(layer); });
+    // Only the driving thread may call MPI: a contributor on a thread of its own just announces.
+    auto progress = [this] {
+        if (inline_ && ranks_) ranks_->progress();
+    };
+    const bool announces = port.listen({[this](size_t layer) { announce(layer); }, progress});
     try {
         engine.backward();
     } catch (...) {
-        port.listen(nullptr);
+        port.listen({});
         throw;
     }
-    port.listen(nullptr);
+    port.listen({});
     if (!announces) contribute(i);
 }
 

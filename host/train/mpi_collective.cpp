@@ -25,9 +25,6 @@ MpiCollective::MpiCollective(MPI_Comm comm) : comm_(comm) {
 }
 
 int MpiCollective::started(MPI_Request r) {
-    bool in_flight = false;
-    for (const MPI_Request& q : requests_) in_flight = in_flight || q != MPI_REQUEST_NULL;
-    if (!in_flight) requests_.clear();  // every earlier request was waited for: numbers start again
     requests_.push_back(r);
     return static_cast<int>(requests_.size()) - 1;
 }
@@ -47,6 +44,10 @@ int MpiCollective::start_gather(const uint16_t* mine, uint16_t* all, size_t n) {
 
 void MpiCollective::wait(int request) {
     check(MPI_Wait(&requests_.at(static_cast<size_t>(request)), MPI_STATUS_IGNORE), "MPI_Wait for the gradients");
+    if (++waited_ == requests_.size()) {  // every request was waited for: numbers start again
+        requests_.clear();
+        waited_ = 0;
+    }
 }
 
 void MpiCollective::progress() {

@@ -30,6 +30,7 @@ private:
     MPI_Comm comm_;
     int rank_ = 0, size_ = 1;
     std::vector<MPI_Request> requests_;  // by request number; MPI_REQUEST_NULL once done
+    size_t waited_ = 0;                  // how many of them were waited for
 };
 
 }  // namespace lenet5
