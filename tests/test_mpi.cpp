@@ -9,8 +9,11 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "io/checkpoint.h"
 #include "cli_runner.h"
+#include "io/checkpoint.h"
+#ifdef LENET5_HAVE_SIMD
+#include "simd_ops.h"
+#endif
 #include "test_support.h"
 
 using lenet5::test::relative_error;
@@ -77,14 +80,21 @@ TEST(Mpi, TwoRanksTrainAsOneProcessAndResume) {
     EXPECT_NE(resumed.out.find("\n    2 "), std::string::npos) << resumed.out;
 }
 
-// One reducer: two ranks sum their gradients as two workers of one process do, bit for bit.
+// One reducer: two ranks sum their gradients as two workers of one process do, bit for bit. With
+// avx the tail's layers (C5, F6, output) are announced during the backward pass, and their
+// exchange progresses while the head's runs.
 TEST(Mpi, TwoRanksTrainAsTwoWorkersBitForBit) {
     if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed (apt-get install openmpi-bin)";
     const std::string data = lenet5::test::mnist_dir();
     if (data.empty()) GTEST_SKIP() << "MNIST not fetched";
+#ifdef LENET5_HAVE_SIMD
+    const std::string variant = lenet5::simd_ops() ? "avx" : "cpu";
+#else
+    const std::string variant = "cpu";
+#endif
     ScratchDir dir;
-    const std::string args = "train --variant cpu --train-limit 640 --test-limit 100 --epochs 1 --data " + data;
-    auto workers = run_cli(args + " --workers cpu@1,cpu@1 --save " + dir.path + "/workers.ck");
+    const std::string args = "train --variant " + variant + " --train-limit 640 --test-limit 100 --epochs 1 --data " + data;
+    auto workers = run_cli(args + " --workers " + variant + "@1," + variant + "@1 --save " + dir.path + "/workers.ck");
     ASSERT_EQ(workers.status, 0) << workers.err;
     auto ranks = run_under(kMpirun + "-np 2 ", args + " --save " + dir.path + "/ranks.ck");
     ASSERT_EQ(ranks.status, 0) << ranks.err;
