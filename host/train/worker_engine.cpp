@@ -154,8 +154,14 @@ void WorkerEngine::each_busy(F fn, const std::function<void()>& meanwhile) {
             }
         });
     }
-    if (meanwhile) meanwhile();
+    std::exception_ptr mine;  // the threads are joined whatever this thread's part throws
+    try {
+        if (meanwhile) meanwhile();
+    } catch (...) {
+        mine = std::current_exception();
+    }
     for (auto& t : threads) t.join();
+    if (mine) std::rethrow_exception(mine);
     for (auto& e : errors)
         if (e) std::rethrow_exception(e);
 }
