@@ -2,20 +2,21 @@
 # Builds what a lent GPU machine needs to run lenet5 (it has an OpenCL loader, PoCL and NVIDIA's
 # driver, but no OpenCL headers and few of our libraries) into one folder small enough to carry:
 #   bench/make_gpu_bundle.sh [SOURCE_DIR [OUT_DIR]]     (defaults: this checkout, build-gpu)
-# OUT_DIR/lenet5, OUT_DIR/lib/ (the shared libraries it links beyond glibc, libstdc++ and the
-# OpenCL loader: run it with LD_LIBRARY_PATH=OUT_DIR/lib) and OUT_DIR/mnist/*.gz. Built without
-# OpenBLAS (35 MB; only the host variants' inference uses it), MPI, tests and benchmarks.
+# OUT_DIR/lenet5 and OUT_DIR/lenet5_exchange_bench (for bench/exchange_gpu.sh), OUT_DIR/lib/ (the
+# shared libraries they link beyond glibc, libstdc++ and the OpenCL loader: run them with
+# LD_LIBRARY_PATH=OUT_DIR/lib) and OUT_DIR/mnist/*.gz. Built without
+# OpenBLAS (35 MB; only the host variants' inference uses it), MPI, tests and the other benchmarks.
 set -euo pipefail
 src=$(realpath "${1:-$(dirname "$0")/..}")
 out=$(realpath -m "${2:-$src/build-gpu}")
 cmake -S "$src" -B "$out/build" -DCMAKE_BUILD_TYPE=Release -DLENET5_OPENBLAS=OFF -DLENET5_MPI=OFF \
-      -DLENET5_TESTS=OFF -DLENET5_BENCH=OFF >/dev/null
-cmake --build "$out/build" -j "$(nproc)" --target lenet5
-cp "$out/build/lenet5" "$out/lenet5"
+      -DLENET5_TESTS=OFF -DLENET5_BENCH=ON >/dev/null
+cmake --build "$out/build" -j "$(nproc)" --target lenet5 lenet5_exchange_bench
+cp "$out/build/lenet5" "$out/build/lenet5_exchange_bench" "$out/"
 mkdir -p "$out/lib" "$out/mnist"
-ldd "$out/lenet5" | awk '/=> \//{print $3}' |
+ldd "$out/lenet5" "$out/lenet5_exchange_bench" | awk '/=> \//{print $3}' |
     grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|libOpenCL|ld-linux[^/]*)\.so' |
-    while read -r lib; do cp -L "$lib" "$out/lib/"; done
+    sort -u | while read -r lib; do cp -L "$lib" "$out/lib/"; done
 data="${LENET5_DATA:-$src/data/mnist}"
 for f in "$data"/*-ubyte*; do
     name=$(basename "$f" .gz)

@@ -1,13 +1,19 @@
 // Training across processes: `mpirun -np 2 lenet5 train` against one process with the same
-// global batch, resuming under mpirun, and a failing rank ending the run instead of hanging.
+// global batch and against two workers in one process, resuming under mpirun, bf16 and local SGD
+// across ranks, and ranks that fail, disagree or die ending the run instead of hanging.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
-#include "io/checkpoint.h"
 #include "cli_runner.h"
+#include "io/checkpoint.h"
+#ifdef LENET5_HAVE_SIMD
+#include "simd_ops.h"
+#endif
 #include "test_support.h"
 
 using lenet5::test::relative_error;
@@ -25,12 +31,22 @@ const std::string kMpirun =
 
 bool have_mpirun() { return std::system("command -v mpirun >/dev/null 2>&1") == 0; }
 
-// run_cli with a command in front of the binary: runs "<prefix> lenet5 <args>".
-lenet5::test::CliResult run_under(const std::string& prefix, const std::string& args) {
+// A shell command with its output captured.
+lenet5::test::CliResult run_command(const std::string& command) {
     const std::string base = ::testing::TempDir() + "lenet5_mpi_" + std::to_string(::getpid());
-    const std::string cmd = prefix + std::string(LENET5_BINARY) + " " + args + " >" + base + ".out 2>" + base + ".err </dev/null";
+    const std::string cmd = command + " >" + base + ".out 2>" + base + ".err </dev/null";
     const int raw = std::system(cmd.c_str());
     return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, lenet5::test::slurp(base + ".out"), lenet5::test::slurp(base + ".err")};
+}
+
+// run_cli with a command in front of the binary: runs "<prefix> lenet5 <args>".
+lenet5::test::CliResult run_under(const std::string& prefix, const std::string& args) {
+    return run_command(prefix + std::string(LENET5_BINARY) + " " + args);
+}
+
+// The first epoch's training loss in a --json report.
+double train_loss(const std::string& json_path) {
+    return nlohmann::json::parse(lenet5::test::slurp(json_path))["epochs"][0]["train_loss"].get<double>();
 }
 
 struct ScratchDir {
@@ -47,10 +63,12 @@ TEST(Mpi, TwoRanksTrainAsOneProcessAndResume) {
     if (data.empty()) GTEST_SKIP() << "MNIST not fetched";
     ScratchDir dir;
     const std::string args = "train --variant cpu --train-limit 1024 --test-limit 300 --epochs 1 --data " + data;
-    auto one = run_cli(args + " --save " + dir.path + "/one.ck");
+    auto one = run_cli(args + " --save " + dir.path + "/one.ck --json " + dir.path + "/one.json");
     ASSERT_EQ(one.status, 0) << one.err;
-    auto two = run_under(kMpirun + "-np 2 ", args + " --save " + dir.path + "/two.ck");
+    auto two = run_under(kMpirun + "-np 2 ", args + " --save " + dir.path + "/two.ck --json " + dir.path + "/two.json");
     ASSERT_EQ(two.status, 0) << two.err;
+    EXPECT_NEAR(train_loss(dir.path + "/two.json"), train_loss(dir.path + "/one.json"),
+                1e-3 * train_loss(dir.path + "/one.json"));
     EXPECT_NE(two.out.find("(rank 0 of 2)"), std::string::npos) << two.out;
     EXPECT_EQ(std::count(two.out.begin(), two.out.end(), '\n'), std::count(one.out.begin(), one.out.end(), '\n'))
         << "rank 0 alone prints:\n" << two.out;
@@ -60,6 +78,81 @@ TEST(Mpi, TwoRanksTrainAsOneProcessAndResume) {
     auto resumed = run_under(kMpirun + "-np 2 ", args + " --resume " + dir.path + "/two.ck --epochs 2");
     ASSERT_EQ(resumed.status, 0) << resumed.err;
     EXPECT_NE(resumed.out.find("\n    2 "), std::string::npos) << resumed.out;
+}
+
+// One reducer: two ranks sum their gradients as two workers of one process do, bit for bit. With
+// avx the tail's layers (C5, F6, output) are announced during the backward pass, and their
+// exchange progresses while the head's runs.
+TEST(Mpi, TwoRanksTrainAsTwoWorkersBitForBit) {
+    if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed (apt-get install openmpi-bin)";
+    const std::string data = lenet5::test::mnist_dir();
+    if (data.empty()) GTEST_SKIP() << "MNIST not fetched";
+#ifdef LENET5_HAVE_SIMD
+    const std::string variant = lenet5::simd_ops() ? "avx" : "cpu";
+#else
+    const std::string variant = "cpu";
+#endif
+    ScratchDir dir;
+    const std::string args = "train --variant " + variant + " --train-limit 640 --test-limit 100 --epochs 1 --data " + data;
+    auto workers = run_cli(args + " --workers " + variant + "@1," + variant + "@1 --save " + dir.path + "/workers.ck");
+    ASSERT_EQ(workers.status, 0) << workers.err;
+    auto ranks = run_under(kMpirun + "-np 2 ", args + " --save " + dir.path + "/ranks.ck");
+    ASSERT_EQ(ranks.status, 0) << ranks.err;
+    EXPECT_EQ(lenet5::load_checkpoint(dir.path + "/ranks.ck").params,
+              lenet5::load_checkpoint(dir.path + "/workers.ck").params);
+}
+
+// The options that cut the bytes, across ranks: close to the exact run after an epoch.
+TEST(Mpi, Bf16AndLocalSgdTrainAcrossRanks) {
+    if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed (apt-get install openmpi-bin)";
+    const std::string data = lenet5::test::mnist_dir();
+    if (data.empty()) GTEST_SKIP() << "MNIST not fetched";
+    ScratchDir dir;
+    const std::string args = "train --variant cpu --train-limit 640 --test-limit 100 --epochs 1 --data " + data;
+    auto exact = run_under(kMpirun + "-np 2 ", args + " --json " + dir.path + "/exact.json");
+    ASSERT_EQ(exact.status, 0) << exact.err;
+    const double loss = train_loss(dir.path + "/exact.json");
+    for (const char* option : {"--grad-precision bf16", "--sync-every 4"}) {
+        auto r = run_under(kMpirun + "-np 2 ", args + " " + std::string(option) + " --json " + dir.path + "/cut.json");
+        ASSERT_EQ(r.status, 0) << option << ": " << r.err;
+        EXPECT_NEAR(train_loss(dir.path + "/cut.json"), loss, 0.05 * loss) << option;
+    }
+}
+
+// Ranks started with different data or models: every rank says so in one line and ends.
+TEST(Mpi, RanksThatDisagreeEndWithOneLineEach) {
+    if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed (apt-get install openmpi-bin)";
+    const std::string data = lenet5::test::mnist_dir();
+    if (data.empty()) GTEST_SKIP() << "MNIST not fetched";
+    const std::string args = "train --variant cpu --test-limit 100 --epochs 1 --data " + data;
+    struct Case {
+        const char* rank1;
+        const char* message;
+    };
+    for (const Case& c : {Case{"--train-limit 256", "the ranks disagree on the number of training images: rank 0 has 512, rank 1 has 256"},
+                          Case{"--train-limit 512 --model mlp", "the ranks disagree on the model (network hash)"}}) {
+        const auto r = run_under(kMpirun + "-np 1 " + LENET5_BINARY + " " + args + " --train-limit 512 : -np 1 ",
+                                 args + " " + c.rank1);
+        EXPECT_EQ(r.status, 1) << c.rank1 << ": " << r.err;
+        for (const char* rank : {"rank 0: ", "rank 1: "})
+            EXPECT_NE(r.err.find(std::string("lenet5: error: ") + rank + c.message), std::string::npos) << r.err;
+    }
+}
+
+// A rank killed mid-run: mpirun ends the others and says which rank it was, without waiting for a timeout.
+TEST(Mpi, ARankThatDiesEndsTheRun) {
+    if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed (apt-get install openmpi-bin)";
+    const std::string data = lenet5::test::mnist_dir();
+    if (data.empty()) GTEST_SKIP() << "MNIST not fetched";
+    const std::string run = std::string(LENET5_BINARY) + " train --variant cpu --train-limit 256 --test-limit 10 --epochs 100000 --data " + data;
+    const auto t0 = std::chrono::steady_clock::now();
+    // Rank 1 runs under a shell that SIGKILLs it after 2 seconds, in the middle of its exchanges.
+    const auto r = run_command(kMpirun + "-np 1 " + run + " : -np 1 sh -c '" + run + " & p=$!; sleep 2; kill -9 $p; wait $p'");
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_NE(r.status, 0);
+    EXPECT_NE(r.status, 124) << "timed out: the other rank hung";
+    EXPECT_LT(s, 60.0);
+    EXPECT_NE(r.err.find("non-zero status"), std::string::npos) << r.err;
 }
 
 TEST(Mpi, AFailingRankEndsTheRunWithItsError) {

@@ -22,7 +22,7 @@ std::unique_ptr<WorkerEngine> workers_of(const Network& net, const std::vector<s
         r.variant = v;
         engines.push_back(make_engine(net, r));
     }
-    return std::make_unique<WorkerEngine>(std::move(engines), std::move(shares), 64);
+    return std::make_unique<WorkerEngine>(net, std::move(engines), std::move(shares), 64);
 }
 
 // The gradients of one step of `batch` samples from the same parameters.

@@ -58,6 +58,11 @@ std::string help_text() {
            "                   1:gpu-local,omp or 1,2; each step's batch is split between them by\n"
            "                   their speed, measured on the first batch (or by explicit shares:\n"
            "                   1:gpu-local@3,omp@1), and their gradients summed in worker order\n"
+           "  --grad-precision P  several workers or ranks (mpirun): fp32 (default) or bf16, the\n"
+           "                   exchanged gradients rounded to bfloat16 (to nearest even), summed in fp32\n"
+           "  --sync-every K   several workers or ranks: 1 (default) sums every step's gradients; K > 1\n"
+           "                   is local SGD, each worker steps on its own slice and the parameters are\n"
+           "                   averaged every K steps and at the end of every epoch\n"
            "  --epochs N       train up to epoch N (default: the model's, else 10)\n"
            "  --batch B        mini-batch size (default: the model's, else 64)\n"
            "  --lr X           learning rate of the first epoch (default: the model's, else 0.05)\n"
@@ -302,6 +307,8 @@ Command parse_command_line(const std::vector<std::string>& args) {
                 t.engine.workers = r.value(flag);
                 parse_workers(t.engine.workers);  // a malformed list is a usage error now
             } else if (flag == "--threads") t.engine.threads = parse_count(flag, r.value(flag), 1);
+            else if (flag == "--grad-precision") t.exchange.precision = parse_grad_precision(r.value(flag));
+            else if (flag == "--sync-every") t.exchange.sync_every = parse_count(flag, r.value(flag), 1);
             else if (flag == "--epochs") t.epochs = parse_count(flag, r.value(flag), 1);
             else if (flag == "--batch") t.batch = parse_count(flag, r.value(flag), 1);
             else if (flag == "--lr") t.lr = parse_float(flag, r.value(flag), 0.0f, 10.0f, false);

@@ -188,6 +188,9 @@ int main(int argc, char** argv) {
         std::cerr << "lenet5: error: " + rank + e.what() + "\n" << std::flush;  // one write: ranks' lines interleave
         mpi_abort(2);
         return 2;
+    } catch (const AgreedError& e) {
+        std::cerr << "lenet5: error: " + rank + e.what() + "\n" << std::flush;
+        return 1;
     } catch (const std::exception& e) {
         std::cerr << "lenet5: error: " + rank + e.what() + "\n" << std::flush;
         mpi_abort(1);

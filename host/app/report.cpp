@@ -25,14 +25,15 @@ void print_table_row(std::ostream& out, const EpochResult& r) {
                   r.times.forward_ms, r.times.backward_ms, r.times.update_ms, r.wall_ms, r.train_loss,
                   100.0 * r.test_accuracy);
     out << line;
-    // --workers: each worker's phases, then the summing of their gradients.
+    // --workers: each worker's phases, then the exchange of their gradients (what of it the
+    // backward passes did not hide).
     for (const auto& [name, t] : r.workers) {
         std::snprintf(line, sizeof line, "       %10.1f  %11.1f  %9.1f             %s\n", t.forward_ms, t.backward_ms,
                       t.update_ms, name.c_str());
         out << line;
     }
     if (!r.workers.empty()) {
-        std::snprintf(line, sizeof line, "       %10s  %11s  %9s  %9.1f  summing gradients\n", "", "", "", r.times.reduce_ms);
+        std::snprintf(line, sizeof line, "       %10s  %11s  %9s  %9.1f  exchanging gradients\n", "", "", "", r.times.reduce_ms);
         out << line;
     }
     out << std::flush;
@@ -142,8 +143,8 @@ std::string train_report_json(const TrainResult& result, const TrainOptions& o) 
         e["backward_ms"] = r.times.backward_ms;
         e["update_ms"] = r.times.update_ms;
         e["transfer_ms"] = r.times.transfer_ms;
+        if (!r.workers.empty() || r.times.reduce_ms > 0) e["reduce_ms"] = r.times.reduce_ms;  // workers or ranks
         if (!r.workers.empty()) {
-            e["reduce_ms"] = r.times.reduce_ms;
             e["workers"] = nlohmann::ordered_json::array();
             for (const auto& [name, t] : r.workers)
                 e["workers"].push_back({{"worker", name}, {"forward_ms", t.forward_ms}, {"backward_ms", t.backward_ms},

@@ -28,6 +28,12 @@ struct Error : std::runtime_error {
     explicit Error(const std::string& what) : std::runtime_error(one_line(what)) {}
 };
 
+// A failure that every rank of an mpirun finds at the same point (ranks that disagree on the model
+// or the data): each rank reports it and ends with status 1, none ends the others.
+struct AgreedError : Error {
+    explicit AgreedError(const std::string& what) : Error(what) {}
+};
+
 // A bad command line (unknown flag, bad value): exit status 2.
 struct UsageError : std::runtime_error {
     explicit UsageError(const std::string& what) : std::runtime_error(one_line(what)) {}

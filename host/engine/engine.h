@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/exchange_port.h"
 #include "io/mnist.h"
 #include "model/network.h"
 
@@ -16,7 +17,7 @@ namespace lenet5 {
 // Milliseconds spent per phase since the last take_times().
 struct PhaseTimes {
     double forward_ms = 0, backward_ms = 0, update_ms = 0, transfer_ms = 0;
-    double reduce_ms = 0;  // several workers: summing their gradients (worker_engine.h)
+    double reduce_ms = 0;  // several workers or ranks: the gradient exchange (grad_exchange.h)
 };
 
 // One kernel's share of the device time since the last take_kernel_times().
@@ -86,6 +87,13 @@ public:
 
     // Several workers (worker_engine.h): each one's name and phase times of the last take_times().
     virtual std::vector<std::pair<std::string, PhaseTimes>> take_worker_times() { return {}; }
+
+    // Training together (worker_engine.h): the view the gradient exchange reduces in place, or
+    // null for an engine that cannot take part (a WorkerEngine itself).
+    virtual ExchangePort* exchange_port() { return nullptr; }
+    // Local SGD (--sync-every K): brings the workers' parameters together now, as every K steps.
+    // Under mpirun a collective: every rank calls it at the same point. A no-op elsewhere.
+    virtual void sync_params() {}
 
     // For tests: the last forward's output of layer `layer` ([count][out.size()],
     // pre-softmax logits for the last layer), and the last backward's gradients.

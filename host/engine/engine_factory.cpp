@@ -5,7 +5,6 @@
 
 #include "common/error.h"
 #include "engine/host_engine.h"
-#include "train/worker_engine.h"
 #ifdef LENET5_HAVE_OPENMP
 #include <omp.h>
 #endif
@@ -74,19 +73,6 @@ int default_threads() {
 }  // namespace
 
 std::unique_ptr<Engine> make_engine(const Network& net, const EngineRequest& request) {
-    if (!request.workers.empty()) {
-        std::vector<std::unique_ptr<Engine>> workers;
-        std::vector<double> shares;
-        for (const WorkerSpec& w : parse_workers(request.workers)) {
-            EngineRequest one = request;
-            one.workers.clear();
-            one.variant = w.variant;
-            one.device = w.device;
-            workers.push_back(make_engine(net, one));
-            if (w.share > 0) shares.push_back(w.share);
-        }
-        return std::make_unique<WorkerEngine>(std::move(workers), std::move(shares), request.batch);
-    }
     const auto& known = known_variants();
     if (request.variant != "auto" && std::find(known.begin(), known.end(), request.variant) == known.end())
         throw UsageError("unknown variant '" + request.variant + "' (choose from auto, " + joined(known) + ")");

@@ -15,7 +15,7 @@ struct EngineRequest {
     int threads = 0;               // omp: 0 = OMP_NUM_THREADS or all cores
     int group = 0;                 // OpenCL: items per sample's work-group, a power of two; 0 = tuned or default
     int batch = 0;                 // OpenCL: the training batch, whose tuned group (lenet5 tune) applies; 0 = none
-    std::string workers;           // --workers SPEC (worker_engine.h); empty = one engine of `variant`
+    std::string workers;           // train --workers SPEC (train/training_engine.h); make_engine ignores it
     conv::ConvAlgo conv_algo = conv::ConvAlgo::Auto;  // OpenCL batch-level path: its convolutions' algorithm
 };
 
@@ -24,9 +24,9 @@ const std::vector<std::string>& known_variants();
 // The variants compiled into this build.
 std::vector<std::string> built_variants();
 
-// Resolves `auto` (gpu-local on the first GPU of any platform, else omp, else cpu)
-// and builds the engine; with `workers`, one engine per worker under a WorkerEngine. Throws UsageError for an unknown name and Error for a
-// variant this build or machine lacks.
+// Resolves `auto` (gpu-local on the first GPU of any platform, else omp, else cpu) and builds
+// the engine. Throws UsageError for an unknown name and Error for a variant this build or
+// machine lacks.
 std::unique_ptr<Engine> make_engine(const Network& net, const EngineRequest& request);
 
 }  // namespace lenet5

@@ -252,6 +252,8 @@ void HostEngine::backward_head(int part, const float* d, size_t dsize, float* g)
                           acts_[k + 1].data() + static_cast<size_t>(s) * l.out.size(), a, k ? b : nullptr, g);
             std::swap(a, b);
         }
+        // One part announced the tail's layers already: let their exchange move on meanwhile.
+        if (T == 1 && listener_.progress && s % kProgressEvery == kProgressEvery - 1) listener_.progress();
     }
 }
 
@@ -262,8 +264,8 @@ void HostEngine::backward() {
     const int T = parts(count_);
     auto grads_of = [&](int part) { return part > 0 ? part_grads_[static_cast<size_t>(part - 1)].data() : grads_.data(); };
     // One sample on one part: the outer_layer_ layers keep their gradients as vectors, in the
-    // buffer that does not hold the velocity.
-    const bool outer = T == 1 && count_ == 1;
+    // buffer that does not hold the velocity (not in an exchange, which reads them from grads_).
+    const bool outer = T == 1 && count_ == 1 && !listener_.ready;
     if (outer && velocity_outer_ && velocity_buf_ == grads_buf_) grads_buf_ ^= 1;
     grads_outer_ = outer;
 
@@ -295,6 +297,7 @@ void HostEngine::backward() {
                         std::copy_n(pd, O, v.d.data());
                     }
                 }
+                if (T == 1) announce(k);  // one part wrote grads_ itself: final now
             } else {
 #pragma omp barrier
                 const size_t count = static_cast<size_t>(count_);
@@ -334,11 +337,25 @@ void HostEngine::backward() {
         }
         if (tail_ > 0)
             for (int part = id; part < T; part += nth) backward_head(part, d, dsize, grads_of(part));
+        if (T == 1)
+            for (size_t k = tail_; k-- > 0;) announce(k);
     });
     for (int part = 1; part < T; ++part)
         for (const auto& r : summed_)
             for (size_t i = r.begin; i < r.end; ++i) grads_[i] += grads_of(part)[i];
+    if (T > 1)
+        for (size_t k = L; k-- > 0;) announce(k);
     times_.backward_ms += ms_since(t0);
+}
+
+bool HostEngine::listen(BackwardListener listener) {
+    listener_ = std::move(listener);
+    return true;
+}
+
+void HostEngine::announce(size_t layer) const {
+    const LayerSpec& l = net_.layers[layer];
+    if (listener_.ready && l.weight_count + l.bias_count > 0) listener_.ready(layer);
 }
 
 void HostEngine::set_gradients(const std::vector<float>& gradients) {

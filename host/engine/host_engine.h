@@ -2,6 +2,7 @@
 // of per-sample layer operations, optionally spread over threads.
 #pragma once
 #include <chrono>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -11,7 +12,11 @@
 
 namespace lenet5 {
 
-class HostEngine : public Engine {
+// It takes part in a gradient exchange as its own ExchangePort: the exchange reduces straight in
+// its gradient and parameter storage, and backward() announces each layer's gradients as soon as
+// they are final (one part: after each tail layer, then the head's; several: after the parts'
+// sum).
+class HostEngine : public Engine, private ExchangePort {
 public:
     // threads > 1 cuts the work into parts, one per thread. Part p takes a contiguous
     // slice of the batch, with its own gradient buffer (the buffers are summed in part
@@ -46,7 +51,18 @@ public:
     std::vector<float> gradients() override;
     void set_gradients(const std::vector<float>& gradients) override;
 
+    ExchangePort* exchange_port() override { return this; }
+
 private:
+    // ExchangePort: the storage itself, so fetching and storing move nothing.
+    bool listen(BackwardListener listener) override;
+    float* flat(FlatBuffer which) override { return which == FlatBuffer::Params ? params_.data() : grads_.data(); }
+    void fetch(FlatBuffer, size_t) override {}
+    void fetched(FlatBuffer, size_t) override {}
+    void store(FlatBuffer, size_t) override {}
+    void stored(FlatBuffer) override {}
+    void announce(size_t layer) const;  // tells the listener, for a layer with parameters
+
     using Clock = std::chrono::steady_clock;
     static double ms_since(Clock::time_point t0);
     void reserve(int count);
@@ -65,6 +81,9 @@ private:
     // LeNet-5's and the MLP's are below): per-thread copies of such a gradient cost more
     // memory traffic than the threads win, and its work per sample dwarfs a barrier.
     static constexpr size_t kSplitWeights = size_t{1} << 20;
+    // Samples of the head's backward between two calls of the exchange's progress (the CNN's C1:
+    // about 1 ms of work, against MPI steps of a few ms).
+    static constexpr int kProgressEvery = 4;
     bool split_rows(size_t k) const { return k >= tail_ && net_.layers[k].weight_count >= kSplitWeights && threads_ > 1; }
     int parts(int count) const;
     const Slice& slice(size_t k, int part) const { return slices_[(k - tail_) * static_cast<size_t>(threads_) + static_cast<size_t>(part)]; }
@@ -113,6 +132,8 @@ private:
     std::vector<uint8_t> hits_;
     int capacity_ = 0, count_ = 0;
     bool last_was_train_ = false;
+
+    BackwardListener listener_;  // ExchangePort::listen's
 
     Dataset train_, test_;
     std::vector<int32_t> order_;

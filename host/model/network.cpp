@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/hash.h"
 #include "common/rng.h"
 
 namespace lenet5 {
@@ -176,12 +177,8 @@ std::string Network::describe() const {
 }
 
 uint64_t Network::hash() const {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (unsigned char c : describe()) {
-        h ^= c;
-        h *= 0x100000001b3ull;
-    }
-    return h;
+    const std::string text = describe();
+    return fnv1a(text.data(), text.size());
 }
 
 void check_param_count(const Network& net, const std::vector<float>& v, const char* what) {

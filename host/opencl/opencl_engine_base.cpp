@@ -206,4 +206,51 @@ void OpenCLEngineBase::set_gradients(const std::vector<float>& gradients) {
     });
 }
 
+PinnedMirror& OpenCLEngineBase::mirror(FlatBuffer which) {
+    auto& m = mirrors_[static_cast<size_t>(which)];
+    if (!m) {
+        cl_checked([&] { m = std::make_unique<PinnedMirror>(rt_, net_, layout_); });
+        fetching_[static_cast<size_t>(which)].resize(net_.layers.size());
+    }
+    return *m;
+}
+
+float* OpenCLEngineBase::flat(FlatBuffer which) { return mirror(which).data(); }
+
+void OpenCLEngineBase::fetch(FlatBuffer which, size_t layer) {
+    PinnedMirror& m = mirror(which);
+    cl_checked([&] {
+        // The gradients of a step whose backward left work to its update; the pending tail of a
+        // forward, which reads the parameters these may replace.
+        which == FlatBuffer::Gradients ? complete_gradients() : settle();
+        auto& events = fetching_[static_cast<size_t>(which)][layer];
+        events.clear();
+        m.read(which == FlatBuffer::Gradients ? grads_ : params_, layer, events);
+        rt_->flush();
+    });
+}
+
+void OpenCLEngineBase::fetched(FlatBuffer which, size_t layer) {
+    cl_checked([&] { transferred(fetching_[static_cast<size_t>(which)].at(layer)); });
+}
+
+void OpenCLEngineBase::store(FlatBuffer which, size_t layer) {
+    PinnedMirror& m = mirror(which);
+    cl_checked([&] { m.write(which == FlatBuffer::Gradients ? grads_ : params_, layer, storing_); });
+}
+
+void OpenCLEngineBase::stored(FlatBuffer which) {
+    cl_checked([&] {
+        transferred(storing_);
+        which == FlatBuffer::Gradients ? gradients_given() : params_replaced();
+    });
+}
+
+void OpenCLEngineBase::transferred(std::vector<cl::Event>& events) {
+    if (events.empty()) return;
+    cl::WaitForEvents(events);
+    for (const cl::Event& e : events) timeline_.transfer(e);
+    events.clear();
+}
+
 }  // namespace lenet5

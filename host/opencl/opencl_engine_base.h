@@ -13,6 +13,7 @@
 #include "engine/engine.h"
 #include "opencl/device_runtime.h"
 #include "opencl/opencl_layout.h"
+#include "opencl/pinned_mirror.h"
 #include "opencl/timeline.h"
 
 namespace lenet5 {
@@ -23,7 +24,10 @@ enum class MemoryVariant {
     Local,     // gpu-local: work areas and tiles in __local memory
 };
 
-class OpenCLEngineBase : public Engine {
+// In a gradient exchange it is its own ExchangePort (exchange_port.h): the gradients and the
+// parameters each have a pinned mirror, made on first use, that buckets are read into and written
+// from with non-blocking commands.
+class OpenCLEngineBase : public Engine, private ExchangePort {
 public:
     OpenCLEngineBase(const OpenCLEngineBase&) = delete;  // it owns its device state
     OpenCLEngineBase& operator=(const OpenCLEngineBase&) = delete;
@@ -45,6 +49,8 @@ public:
 
     std::vector<float> gradients() override;
     void set_gradients(const std::vector<float>& gradients) override;
+
+    ExchangePort* exchange_port() override { return this; }
 
 protected:
     // sample_every: the Timeline's sampling of small steps. The buffers of the parameters exist
@@ -111,6 +117,22 @@ protected:
     cl::Buffer losses_, hits_;
     int slots_ = 0, cursor_ = 0;
     Counters counters_;  // what collect_counters has read back so far
+
+private:
+    // ExchangePort: fetch and store move a bucket between the device buffer and its pinned mirror.
+    bool listen(BackwardListener) override { return false; }  // buckets come once backward() returns
+    float* flat(FlatBuffer which) override;
+    void fetch(FlatBuffer which, size_t layer) override;
+    void fetched(FlatBuffer which, size_t layer) override;
+    void store(FlatBuffer which, size_t layer) override;
+    void stored(FlatBuffer which) override;
+    PinnedMirror& mirror(FlatBuffer which);
+    // Waits for `events` and counts them as transfers.
+    void transferred(std::vector<cl::Event>& events);
+
+    std::unique_ptr<PinnedMirror> mirrors_[2];            // [FlatBuffer]
+    std::vector<std::vector<cl::Event>> fetching_[2];     // [FlatBuffer][layer]: its reads in flight
+    std::vector<cl::Event> storing_;                      // the writes in flight
 };
 
 }  // namespace lenet5

@@ -1,11 +1,14 @@
 #include "train/mpi_world.h"
 
+#include <cstdio>
 #include <cstdlib>
+
+#include "common/error.h"
 
 #ifdef LENET5_HAVE_MPI
 #include <mpi.h>
 
-#include "train/mpi_engine.h"
+#include "train/mpi_collective.h"
 #endif
 
 namespace lenet5 {
@@ -31,7 +34,9 @@ const MpiWorld& mpi_world() { return g_world; }
 MpiSession::MpiSession(int* argc, char*** argv) {
 #ifdef LENET5_HAVE_MPI
     if (!started_by_mpirun()) return;
-    MPI_Init(argc, argv);
+    // Funneled: OpenMP threads and the workers' threads compute, only this thread calls MPI.
+    int provided = 0;
+    MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
     g_started = true;
     MPI_Comm_rank(MPI_COMM_WORLD, &g_world.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_world.size);
@@ -70,11 +75,35 @@ int mpi_max(int value) {
     return value;
 }
 
-std::unique_ptr<Engine> distribute(std::unique_ptr<Engine> local) {
+std::unique_ptr<Collective> world_ranks() {
 #ifdef LENET5_HAVE_MPI
-    if (g_world.size > 1) return std::make_unique<MpiEngine>(std::move(local), MPI_COMM_WORLD);
+    if (g_started && g_world.size > 1) return std::make_unique<MpiCollective>(MPI_COMM_WORLD);
 #endif
-    return local;
+    return nullptr;
+}
+
+void check_ranks_agree(const std::vector<RankFact>& facts) {
+#ifdef LENET5_HAVE_MPI
+    if (!g_started || g_world.size < 2) return;
+    const size_t n = facts.size();
+    std::vector<uint64_t> mine, all(n * static_cast<size_t>(g_world.size));
+    for (const RankFact& f : facts) mine.push_back(f.value);
+    if (MPI_Allgather(mine.data(), static_cast<int>(n), MPI_UINT64_T, all.data(), static_cast<int>(n), MPI_UINT64_T,
+                      MPI_COMM_WORLD) != MPI_SUCCESS)
+        throw Error("MPI_Allgather of what the ranks train failed");
+    auto shown = [](const RankFact& f, uint64_t v) {
+        char text[32];
+        std::snprintf(text, sizeof text, f.hex ? "%016llx" : "%llu", static_cast<unsigned long long>(v));
+        return std::string(text);
+    };
+    for (size_t k = 0; k < n; ++k)
+        for (size_t r = 1; r < static_cast<size_t>(g_world.size); ++r)
+            if (all[r * n + k] != all[k])
+                throw AgreedError("the ranks disagree on " + facts[k].what + ": rank 0 has " + shown(facts[k], all[k]) +
+                                  ", rank " + std::to_string(r) + " has " + shown(facts[k], all[r * n + k]));
+#else
+    (void)facts;
+#endif
 }
 
 }  // namespace lenet5

@@ -1,10 +1,13 @@
 // Several processes through MPI (`mpirun -np N lenet5 train ...`): one rank per device, the
-// gradients summed over all ranks every step (mpi_engine.h). A build without MPI, or a process
+// gradients summed over all ranks every step (worker_engine.h, grad_exchange.h). A build without MPI, or a process
 // not started by mpirun, is a world of one rank and never calls MPI.
 #pragma once
+#include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
-#include "engine/engine.h"
+#include "train/collective.h"
 
 namespace lenet5 {
 
@@ -35,8 +38,20 @@ void mpi_abort(int status);
 // rank must call it at the same point.
 int mpi_max(int value);
 
-// With more than one rank: `local` wrapped so that each step's batch is split across the ranks
-// and the gradients summed over them (mpi_engine.h); otherwise `local` itself.
-std::unique_ptr<Engine> distribute(std::unique_ptr<Engine> local);
+// With more than one rank: the ranks as a WorkerEngine exchanges with them (mpi_collective.h);
+// otherwise null.
+std::unique_ptr<Collective> world_ranks();
+
+// One fact every rank must share to train together (a hash, a count), with what it is about.
+struct RankFact {
+    std::string what;  // e.g. "the model (network hash)"
+    uint64_t value = 0;
+    bool hex = false;  // printed in hexadecimal (a hash)
+};
+
+// One small collective: throws AgreedError on every rank, naming the first fact on which a rank
+// differs from rank 0 and both values, unless every rank has the same facts. Without ranks it
+// does nothing.
+void check_ranks_agree(const std::vector<RankFact>& facts);
 
 }  // namespace lenet5

@@ -4,11 +4,13 @@
 #include <chrono>
 #include <cmath>
 
-#include "io/checkpoint.h"
 #include "common/error.h"
+#include "common/hash.h"
+#include "common/rng.h"
+#include "io/checkpoint.h"
 #include "io/mnist.h"
 #include "train/mpi_world.h"
-#include "common/rng.h"
+#include "train/training_engine.h"
 
 namespace lenet5 {
 
@@ -38,6 +40,31 @@ void add(Counters& total, const Counters& c) {
     total.loss_sum += c.loss_sum;
     total.correct += c.correct;
     total.samples += c.samples;
+}
+
+template <class T>
+uint64_t hash_of(const std::vector<T>& v) { return fnv1a(v.data(), v.size() * sizeof(T)); }
+
+// What the ranks of an mpirun must share to train together: a rank that differed would hang the
+// others or train another model.
+std::vector<RankFact> rank_facts(const Network& net, const TrainSettings& s, const TrainOptions& o, const Dataset& train,
+                                 const Dataset& test, const std::vector<float>& params, int first_epoch, int first_step) {
+    const std::string settings = std::to_string(s.epochs) + " " + std::to_string(s.lr) + " " + std::to_string(s.lr_decay) +
+                                 " " + std::to_string(s.momentum) + " " + std::to_string(s.weight_decay) + " " +
+                                 std::to_string(s.seed);
+    return {{"the model (network hash)", net.hash(), true},
+            {"the number of training images", static_cast<uint64_t>(train.count)},
+            {"the training labels (hash)", hash_of(train.labels), true},
+            {"the number of test images", static_cast<uint64_t>(test.count)},
+            {"the test labels (hash)", hash_of(test.labels), true},
+            {"the initial parameters (hash)", hash_of(params), true},
+            {"where training starts (epoch)", static_cast<uint64_t>(first_epoch)},
+            {"where training starts (step)", static_cast<uint64_t>(first_step)},
+            {"the batch size", static_cast<uint64_t>(s.batch)},
+            {"--sync-every", static_cast<uint64_t>(o.exchange.sync_every)},
+            {"--grad-precision", static_cast<uint64_t>(o.exchange.precision)},
+            {"the epochs, learning rate, decay, momentum, weight decay and seed (hash)",
+             fnv1a(settings.data(), settings.size()), true}};
 }
 }  // namespace
 
@@ -107,7 +134,7 @@ TrainResult train(const TrainOptions& o, const TrainObserver& observer) {
     // The engine first: a bad --variant or --device is reported before the data loads.
     EngineRequest request = o.engine;
     request.batch = opt.batch;  // the OpenCL variants' tuned work-group size is per batch
-    auto engine = distribute(make_engine(net, request));
+    auto engine = make_training_engine(net, request, o.exchange);
     if (o.kernel_profile) engine->profile_kernels();
     const std::string dir = resolve_data_dir(o.data_dir, o.dataset);
     const Dataset train_set = load_mnist(dir, Split::Train, o.train_limit);
@@ -117,15 +144,19 @@ TrainResult train(const TrainOptions& o, const TrainObserver& observer) {
     engine->upload(Split::Train, train_set);
     engine->upload(Split::Test, test_set);
     int first_epoch = 1, first_step = 0;
+    std::vector<float> initial;
     if (o.resume_path.empty()) {
         const bool file_weights = !model.weights.empty() && !o.init_fresh;
-        engine->set_params(file_weights ? model.weights : init_params(net, opt.seed));
+        initial = file_weights ? model.weights : init_params(net, opt.seed);
     } else {
-        engine->set_params(resume.params);
-        engine->set_momentum_buffer(resume.velocity);
+        initial = resume.params;
         first_epoch = static_cast<int>(resume.epoch) + 1;
         first_step = static_cast<int>(resume.step);
     }
+    if (mpi_world().size > 1)  // before the first exchange
+        check_ranks_agree(rank_facts(net, opt, o, train_set, test_set, initial, first_epoch, first_step));
+    engine->set_params(initial);
+    if (!o.resume_path.empty()) engine->set_momentum_buffer(resume.velocity);
 
     TrainResult result;
     result.info = {net.name,      opt, engine->variant(), engine->device(), engine->platform(), train_set.count,
@@ -180,6 +211,7 @@ TrainResult train(const TrainOptions& o, const TrainObserver& observer) {
             if (observer.on_step) observer.on_step(epoch, step + 1, steps);
             if (const int sig = observer.stop_requested ? observer.stop_requested() : 0) {
                 engine->take_counters();
+                engine->sync_params();
                 save(epoch - 1, step + 1);
                 result.stopped_by = sig;
                 result.stopped_epoch = epoch;
@@ -188,6 +220,7 @@ TrainResult train(const TrainOptions& o, const TrainObserver& observer) {
                 return result;
             }
         }
+        engine->sync_params();  // local SGD: the epoch ends on one set of parameters
         EpochResult r;
         r.epoch = epoch;
         r.wall_ms = ms_since(t0);

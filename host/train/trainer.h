@@ -7,6 +7,7 @@
 #include "engine/engine.h"
 #include "engine/engine_factory.h"
 #include "model/model_file.h"
+#include "train/grad_exchange.h"
 
 namespace lenet5 {
 
@@ -24,6 +25,7 @@ struct TrainSettings {
 
 struct TrainOptions {
     EngineRequest engine;
+    ExchangeOptions exchange;  // several workers or ranks: --grad-precision, --sync-every
     // A built-in model's name, a model file or an ONNX file; empty: LeNet-5, or the checkpoint's
     // model with --resume.
     std::string model;

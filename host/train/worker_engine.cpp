@@ -83,17 +83,28 @@ std::vector<int> split_counts(int count, const std::vector<double>& shares) {
     return n;
 }
 
-WorkerEngine::WorkerEngine(std::vector<std::unique_ptr<Engine>> workers, std::vector<double> shares, int batch)
-    : workers_(std::move(workers)), shares_(std::move(shares)), batch_(batch) {
+WorkerEngine::WorkerEngine(const Network& net, std::vector<std::unique_ptr<Engine>> workers, std::vector<double> shares,
+                           int batch, ExchangeOptions options, std::unique_ptr<Collective> ranks)
+    : net_(net),
+      workers_(std::move(workers)),
+      shares_(std::move(shares)),
+      batch_(batch),
+      options_(options),
+      ranks_(std::move(ranks)) {
     if (workers_.empty()) throw Error("--workers needs at least one worker");
-    given_ = measured_ = !shares_.empty();
+    for (const auto& w : workers_)
+        if (!w->exchange_port()) throw Error("a " + w->variant() + " engine cannot be a worker");
+    given_ = !shares_.empty();
+    measured_ = given_ || workers_.size() == 1;
     if (shares_.empty()) shares_.assign(workers_.size(), 1.0 / static_cast<double>(workers_.size()));
     const double total = std::accumulate(shares_.begin(), shares_.end(), 0.0);
     for (double& s : shares_) s /= total;
     slice_.assign(workers_.size(), 0);
+    join_exchange();
 }
 
 std::string WorkerEngine::variant() const {
+    if (workers_.size() == 1) return workers_[0]->variant();
     std::string v = "workers(";
     for (size_t i = 0; i < workers_.size(); ++i) v += (i ? "," : "") + workers_[i]->variant();
     return v + ")";
@@ -101,10 +112,15 @@ std::string WorkerEngine::variant() const {
 
 std::string WorkerEngine::device() const {
     std::ostringstream s;
-    for (size_t i = 0; i < workers_.size(); ++i)
-        s << (i ? " + " : "") << workers_[i]->variant() << " on " << workers_[i]->device() << " "
-          << (shares_[i] > 0 ? std::to_string(std::lround(100 * shares_[i])) + "%" : "idle (splitting did not pay)");
-    s << (given_ ? " (shares given)" : measured_ ? " (shares measured)" : " (shares measured when the training set is uploaded)");
+    if (workers_.size() == 1) {
+        s << workers_[0]->device();
+    } else {
+        for (size_t i = 0; i < workers_.size(); ++i)
+            s << (i ? " + " : "") << workers_[i]->variant() << " on " << workers_[i]->device() << " "
+              << (shares_[i] > 0 ? std::to_string(std::lround(100 * shares_[i])) + "%" : "idle (splitting did not pay)");
+        s << (given_ ? " (shares given)" : measured_ ? " (shares measured)" : " (shares measured when the training set is uploaded)");
+    }
+    if (ranks_) s << " (rank " << ranks_->rank() << " of " << ranks_->size() << ")";
     return s.str();
 }
 
@@ -114,15 +130,16 @@ std::string WorkerEngine::platform() const {
     return p;
 }
 
-bool WorkerEngine::one_busy() const {
-    return std::count_if(slice_.begin(), slice_.end(), [](int n) { return n > 0; }) == 1;
+int WorkerEngine::busy() const {
+    return static_cast<int>(std::count_if(slice_.begin(), slice_.end(), [](int n) { return n > 0; }));
 }
 
 template <class F>
-void WorkerEngine::each_busy(F fn) {
-    if (one_busy()) {
+void WorkerEngine::each_busy(F fn, const std::function<void()>& meanwhile) {
+    if (busy() <= 1) {
         for (size_t i = 0; i < workers_.size(); ++i)
             if (slice_[i]) fn(i);  // one worker: no thread to start
+        if (meanwhile) meanwhile();
         return;
     }
     std::vector<std::exception_ptr> errors(workers_.size());
@@ -137,9 +154,31 @@ void WorkerEngine::each_busy(F fn) {
             }
         });
     }
+    std::exception_ptr mine;  // the threads are joined whatever this thread's part throws
+    try {
+        if (meanwhile) meanwhile();
+    } catch (...) {
+        mine = std::current_exception();
+    }
     for (auto& t : threads) t.join();
+    if (mine) std::rethrow_exception(mine);
     for (auto& e : errors)
         if (e) std::rethrow_exception(e);
+}
+
+void WorkerEngine::join_exchange() {
+    active_.clear();
+    std::vector<ExchangePort*> ports;
+    for (size_t i = 0; i < workers_.size(); ++i)
+        if (shares_[i] > 0) {
+            active_.push_back(i);
+            ports.push_back(workers_[i]->exchange_port());
+        }
+    exchange_ = std::make_unique<GradExchange>(net_, std::move(ports), ranks_.get(), options_.precision);
+}
+
+size_t WorkerEngine::port_of(size_t worker) const {
+    return static_cast<size_t>(std::find(active_.begin(), active_.end(), worker) - active_.begin());
 }
 
 void WorkerEngine::upload(Split split, const Dataset& data) {
@@ -152,6 +191,7 @@ void WorkerEngine::upload(Split split, const Dataset& data) {
 
 void WorkerEngine::set_params(const std::vector<float>& params) {
     for (auto& w : workers_) w->set_params(params);
+    since_sync_ = 0;
 }
 
 void WorkerEngine::set_momentum_buffer(const std::vector<float>& velocity) {
@@ -181,8 +221,8 @@ double WorkerEngine::time_alone(size_t i, int count) {
 
 // Shares in proportion to each worker's samples per millisecond on a whole batch. A worker's
 // step also has a fixed cost (launches, reading every weight for its gradients, the update), so
-// the split is then timed as it would run (each worker on its slice, plus summing and sending
-// back the gradients): if that is not faster than the fastest worker alone, that worker takes
+// the split is then timed as it would run (each worker on its slice, plus the exchange of the
+// gradients among them): if that is not faster than the fastest worker alone, that worker takes
 // every sample and the others idle. The trainer sets the real order and parameters afterwards.
 void WorkerEngine::measure_shares() {
     const int count = std::min(batch_, train_count_);
@@ -198,76 +238,93 @@ void WorkerEngine::measure_shares() {
     for (size_t i = 0; i < workers_.size(); ++i) shares_[i] = count / std::max(alone[i], 1e-6) / total;
     const size_t fastest = static_cast<size_t>(std::min_element(alone.begin(), alone.end()) - alone.begin());
     const std::vector<int> n = split_counts(count, shares_);
-    double split_ms = 0, exchange_ms = 0;
+    double split_ms = 0;
+    std::vector<ExchangePort*> ports;
+    std::vector<float> weights;
     for (size_t i = 0; i < workers_.size(); ++i) {
         if (!n[i]) continue;
         split_ms = std::max(split_ms, time_alone(i, n[i]));
-        const auto t0 = Clock::now();
-        workers_[i]->set_gradients(workers_[i]->gradients());  // what summing adds: a read and a write
-        workers_[i]->params();                                 // waits for the write
-        exchange_ms += ms_since(t0);
+        ports.push_back(workers_[i]->exchange_port());
+        weights.push_back(static_cast<float>(n[i]) / static_cast<float>(count));
     }
+    const auto t0 = Clock::now();  // what the split adds: the exchange among the workers
+    GradExchange(net_, ports, nullptr, options_.precision).run(FlatBuffer::Gradients, weights);
+    const double exchange_ms = ms_since(t0);
     if (split_ms + exchange_ms >= alone[fastest])
         for (size_t i = 0; i < workers_.size(); ++i) shares_[i] = i == fastest ? 1.0 : 0.0;
     measured_ = true;
+    join_exchange();
 }
 
 void WorkerEngine::forward(Split split, int first, int count) {
-    const std::vector<int> n = split_counts(count, shares_);
-    std::vector<int> begin(n.size(), first);
-    for (size_t i = 1; i < n.size(); ++i) begin[i] = begin[i - 1] + n[i - 1];
+    int begin = first, mine = count;
+    if (ranks_) {  // this rank's part of the batch
+        const auto n = split_counts(count, std::vector<double>(static_cast<size_t>(ranks_->size()), 1.0 / ranks_->size()));
+        begin = std::accumulate(n.begin(), n.begin() + ranks_->rank(), first);
+        mine = n[static_cast<size_t>(ranks_->rank())];
+    }
+    const std::vector<int> n = split_counts(mine, shares_);
+    std::vector<int> from(n.size(), begin);
+    for (size_t i = 1; i < n.size(); ++i) from[i] = from[i - 1] + n[i - 1];
     slice_ = n;
-    each_busy([&](size_t i) { workers_[i]->forward(split, begin[i], n[i]); });
+    count_ = count;
+    each_busy([&](size_t i) { workers_[i]->forward(split, from[i], n[i]); });
 }
 
+// Each worker's gradients are of the mean loss over its slice: the batch's mean weighs them by
+// their slices. Without anyone to exchange with (one active worker, no ranks), or with local SGD,
+// each worker keeps its own.
 void WorkerEngine::backward() {
-    each_busy([&](size_t i) { workers_[i]->backward(); });
-    if (one_busy()) {
-        sum_.clear();  // one worker took the whole batch: its gradients are the batch's already
+    if (options_.sync_every > 1 || (active_.size() == 1 && !ranks_)) {
+        each_busy([&](size_t i) { workers_[i]->backward(); });
         return;
     }
-    // Each worker's gradients are of the mean loss over its slice: the batch's mean weighs
-    // them by their slices, summed in worker order.
-    std::vector<std::vector<float>> g(workers_.size());
-    each_busy([&](size_t i) { g[i] = workers_[i]->gradients(); });
-    const auto t0 = Clock::now();
-    const int total = std::accumulate(slice_.begin(), slice_.end(), 0);
-    size_t size = 0;
-    for (const auto& v : g) size = std::max(size, v.size());  // an idle worker's entry is empty
-    sum_.assign(size, 0.0f);
-    for (size_t i = 0; i < workers_.size(); ++i) {
-        if (!slice_[i]) continue;
-        const float weight = static_cast<float>(slice_[i]) / static_cast<float>(total);
-        for (size_t k = 0; k < g[i].size(); ++k) sum_[k] += weight * g[i][k];
-    }
-    reduce_ms_ += ms_since(t0);
-    set_gradients(sum_);
+    std::vector<float> weighed;  // per active worker: its slice over the batch, in float
+    for (size_t i : active_) weighed.push_back(static_cast<float>(slice_[i]) / static_cast<float>(count_));
+    const bool alone = busy() <= 1;
+    exchange_->begin(FlatBuffer::Gradients, weighed, alone);
+    each_busy(
+        [&](size_t i) {
+            try {
+                exchange_->backward(port_of(i), *workers_[i]);
+            } catch (...) {
+                exchange_->abandon();
+                throw;
+            }
+        },
+        [&] {
+            if (!alone) exchange_->drive(true);
+        });
+    exchange_->finish();
+    reduce_ms_ += exchange_->take_ms();
 }
 
-std::vector<float> WorkerEngine::gradients() {
-    if (!sum_.empty()) return sum_;
-    for (size_t i = 0; i < workers_.size(); ++i)
-        if (slice_[i]) return workers_[i]->gradients();
-    return sum_;
-}
+std::vector<float> WorkerEngine::gradients() { return first_active().gradients(); }
 
 void WorkerEngine::set_gradients(const std::vector<float>& gradients) {
-    sum_ = gradients;
-    for (size_t i = 0; i < workers_.size(); ++i)
-        if (shares_[i] > 0) workers_[i]->set_gradients(gradients);
+    for (size_t i : active_) workers_[i]->set_gradients(gradients);
 }
 
-// A worker with no share (it did not pay) is left out for good, its parameters too.
+// A worker with no share (it did not pay) is left out for good, its parameters too. With local
+// SGD a worker without samples in this step has no gradients of its own, and does not step.
 void WorkerEngine::update(float lr, float momentum, float weight_decay) {
-    for (size_t i = 0; i < workers_.size(); ++i)
-        if (shares_[i] > 0) workers_[i]->update(lr, momentum, weight_decay);
+    for (size_t i : active_)
+        if (options_.sync_every == 1 || slice_[i]) workers_[i]->update(lr, momentum, weight_decay);
+    if (options_.sync_every > 1 && ++since_sync_ == options_.sync_every) sync_params();
 }
 
-Engine& WorkerEngine::first_active() {
-    for (size_t i = 0; i < workers_.size(); ++i)
-        if (shares_[i] > 0) return *workers_[i];
-    return *workers_[0];
+// The parameters averaged over every worker of every rank, each weighed by its share of the
+// batch (the momentum stays each worker's own).
+void WorkerEngine::sync_params() {
+    if (since_sync_ == 0) return;
+    std::vector<float> w;
+    for (size_t i : active_) w.push_back(static_cast<float>(shares_[i] / (ranks_ ? ranks_->size() : 1)));
+    exchange_->run(FlatBuffer::Params, w);
+    reduce_ms_ += exchange_->take_ms();
+    since_sync_ = 0;
 }
+
+Engine& WorkerEngine::first_active() { return *workers_[active_.empty() ? 0 : active_.front()]; }
 
 Counters WorkerEngine::take_counters() {
     Counters total;
@@ -277,10 +334,10 @@ Counters WorkerEngine::take_counters() {
         total.correct += c.correct;
         total.samples += c.samples;
     }
-    return total;
+    return ranks_ ? ranks_->sum(total) : total;
 }
 
-// The phases as the slowest worker took them (they run at the same time), and the summing;
+// The phases as the slowest worker took them (they run at the same time), and the exchange;
 // each worker's own times are kept for take_worker_times.
 PhaseTimes WorkerEngine::take_times() {
     PhaseTimes t;
@@ -291,15 +348,25 @@ PhaseTimes WorkerEngine::take_times() {
         t.backward_ms = std::max(t.backward_ms, p.backward_ms);
         t.update_ms = std::max(t.update_ms, p.update_ms);
         t.transfer_ms += p.transfer_ms;
-        worker_times_.push_back({"worker " + std::to_string(i) + " " + workers_[i]->variant(), p});
+        if (workers_.size() > 1) worker_times_.push_back({"worker " + std::to_string(i) + " " + workers_[i]->variant(), p});
     }
-    t.reduce_ms = reduce_ms_;
-    reduce_ms_ = 0;
+    t.reduce_ms = std::exchange(reduce_ms_, 0.0);
     return t;
 }
 
 std::vector<std::pair<std::string, PhaseTimes>> WorkerEngine::take_worker_times() {
     return std::exchange(worker_times_, {});
+}
+
+void WorkerEngine::profile_kernels() {
+    for (auto& w : workers_) w->profile_kernels();
+}
+
+std::vector<KernelTime> WorkerEngine::take_kernel_times() {
+    std::vector<KernelTime> all;
+    for (auto& w : workers_)
+        for (const KernelTime& k : w->take_kernel_times()) add_kernel_time(all, k.name, k.launches, k.ms);
+    return all;
 }
 
 std::vector<float> WorkerEngine::layer_output(size_t layer) {
@@ -309,7 +376,7 @@ std::vector<float> WorkerEngine::layer_output(size_t layer) {
         const std::vector<float> part = workers_[i]->layer_output(layer);
         out.insert(out.end(), part.begin(), part.end());
     }
-    return out;
+    return ranks_ ? ranks_->gather(out) : out;
 }
 
 }  // namespace lenet5

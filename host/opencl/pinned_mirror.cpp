@@ -1,0 +1,41 @@
+#include "opencl/pinned_mirror.h"
+
+#include <algorithm>
+
+namespace lenet5 {
+
+PinnedMirror::PinnedMirror(std::shared_ptr<DeviceRuntime> runtime, const Network& net, const DeviceLayout& layout)
+    : rt_(std::move(runtime)), layout_(layout) {
+    const size_t bytes = std::max<size_t>(net.param_count, 1) * sizeof(float);
+    pinned_ = rt_->buffer(bytes, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR);
+    host_ = static_cast<float*>(
+        rt_->queue().enqueueMapBuffer(pinned_, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes));
+}
+
+PinnedMirror::~PinnedMirror() {
+    try {
+        rt_->queue().enqueueUnmapMemObject(pinned_, host_);
+        rt_->finish();
+    } catch (...) {  // a destructor must not throw; the context goes with the runtime anyway
+    }
+}
+
+void PinnedMirror::read(const cl::Buffer& device, size_t layer, std::vector<cl::Event>& events) {
+    for (const DeviceLayout::Block& b : {layout_.weights(layer), layout_.bias(layer)}) {
+        if (b.count == 0) continue;
+        events.emplace_back();
+        rt_->queue().enqueueReadBuffer(device, CL_FALSE, b.device * sizeof(float), b.count * sizeof(float),
+                                       host_ + b.host, nullptr, &events.back());
+    }
+}
+
+void PinnedMirror::write(const cl::Buffer& device, size_t layer, std::vector<cl::Event>& events) {
+    for (const DeviceLayout::Block& b : {layout_.weights(layer), layout_.bias(layer)}) {
+        if (b.count == 0) continue;
+        events.emplace_back();
+        rt_->queue().enqueueWriteBuffer(device, CL_FALSE, b.device * sizeof(float), b.count * sizeof(float),
+                                        host_ + b.host, nullptr, &events.back());
+    }
+}
+
+}  // namespace lenet5
