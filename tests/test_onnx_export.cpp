@@ -58,14 +58,7 @@ std::vector<float> trained_params(const Network& net, const Dataset& data) {
 }
 
 std::string save_trained_checkpoint(const Model& m, const Dataset& data, const std::string& path) {
-    Checkpoint c;
-    c.network_hash = m.net.hash();
-    c.network_description = m.net.describe();
-    c.model_text = m.text;
-    c.epoch = 1;
-    c.params = trained_params(m.net, data);
-    c.velocity.assign(c.params.size(), 0.0f);
-    save_checkpoint(path, c);
+    save_model_checkpoint(m, trained_params(m.net, data), path);
     return path;
 }
 

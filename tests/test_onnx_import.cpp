@@ -20,6 +20,7 @@
 #include "io/onnx_export.h"
 #include "io/onnx_import.h"
 #include "io/onnx_reader.h"
+#include "io/model_source.h"
 #include "model/model_file.h"
 #include "test_support.h"
 
@@ -43,28 +44,17 @@ std::string error_of(const std::function<void()>& f) {
     return "(no error)";
 }
 
-// A checkpoint of `m` with seeded weights, exported as `lenet5 export` writes it.
-void export_model(const Model& m, uint64_t seed, const std::string& ck, const std::string& onnx_path, Checkpoint& c) {
-    c.network_hash = m.net.hash();
-    c.network_description = m.net.describe();
-    c.model_text = m.text;
-    c.epoch = 1;
-    c.params = init_params(m.net, seed);
-    c.velocity.assign(c.params.size(), 0.0f);
-    save_checkpoint(ck, c);
-    export_checkpoint(ck, onnx_path);
-}
-
 TEST(OnnxImport, AnExportIsItsCheckpointsNetworkWeightsAndRecipe) {
     ScratchDir dir;
     for (const std::string name : {"lenet5", "mlp", "cnn"}) {
         SCOPED_TRACE(name);
         const Model m = load_model(name);
-        Checkpoint c;
-        export_model(m, 3, dir.path + "/m.ck", dir.path + "/m.onnx", c);
-        const Model back = load_model(dir.path + "/m.onnx");
+        const std::vector<float> params = init_params(m.net, 3);
+        save_model_checkpoint(m, params, dir.path + "/m.ck");
+        export_checkpoint(dir.path + "/m.ck", dir.path + "/m.onnx");
+        const Model back = open_model(dir.path + "/m.onnx");
         EXPECT_EQ(back.net.hash(), m.net.hash());  // tables and subsampling included
-        EXPECT_EQ(back.weights, c.params);        // bit for bit
+        EXPECT_EQ(back.weights, params);  // bit for bit
         EXPECT_EQ(back.recipe.batch, m.recipe.batch);
         EXPECT_EQ(back.recipe.lr, m.recipe.lr);
     }
@@ -99,7 +89,7 @@ Dataset committed_images(const NpyArray& x) {
 }
 
 TEST(OnnxImport, PyTorchsCnnGivesPyTorchsOutputsAndEveryVariantMatchesCpu) {
-    const Model m = load_model(kData + "mnist_cnn.onnx");
+    const Model m = open_model(kData + "mnist_cnn.onnx");
     const Network& net = m.net;
     ASSERT_EQ(net.layers.size(), 6u);
     EXPECT_EQ(net.param_count, 14538u);
@@ -142,7 +132,7 @@ TEST(OnnxImport, TrainsSavesEvaluatesExportsAndResumesThroughTheCommandLine) {
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_NE(r.out.find("(model mnist_cnn, epoch 1)"), std::string::npos) << r.out;
     ASSERT_EQ(run_cli("export --model " + ck + " --onnx " + back).status, 0);
-    EXPECT_EQ(load_model(back).weights, load_checkpoint(ck).params);
+    EXPECT_EQ(open_model(back).weights, load_checkpoint(ck).params);
     r = run_cli("train --resume " + ck + " --epochs 2" + common);
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_NE(r.out.find("\n    2 "), std::string::npos) << r.out;

@@ -11,7 +11,9 @@
 
 #include "engine/engine.h"
 #include "engine/host_engine.h"
+#include "io/checkpoint.h"
 #include "io/mnist.h"
+#include "model/model_file.h"
 #include "model/network.h"
 #include "common/rng.h"
 #include "train/trainer.h"
@@ -124,6 +126,18 @@ inline void expect_matches_cpu(Engine& variant, const Network& net, int batch, d
 // The same for LeNet-5.
 inline void expect_matches_cpu(Engine& variant, int batch, double tolerance = 1e-4) {
     expect_matches_cpu(variant, lenet5_network(), batch, tolerance);
+}
+
+// Saves `params` as the checkpoint of `m` after one epoch, with no momentum, as `train` writes it.
+inline void save_model_checkpoint(const Model& m, std::vector<float> params, const std::string& path) {
+    Checkpoint c;
+    c.network_hash = m.net.hash();
+    c.network_description = m.net.describe();
+    c.model_text = m.text;
+    c.epoch = 1;
+    c.params = std::move(params);
+    c.velocity.assign(c.params.size(), 0.0f);
+    save_checkpoint(path, c);
 }
 
 }  // namespace lenet5::test

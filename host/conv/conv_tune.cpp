@@ -7,7 +7,7 @@
 #include "conv/conv_timing.h"
 #include "conv/conv_tuning.h"
 #include "common/error.h"
-#include "model/model_file.h"
+#include "io/model_source.h"
 #include "opencl/opencl_batch_engine.h"
 
 namespace lenet5::conv {
@@ -53,7 +53,7 @@ std::map<std::string, double> engine_layer_ms(const Network& net, const std::sha
 }  // namespace
 
 int run_conv_tune(const TuneOptions& o, std::ostream& out) {
-    const Network net = load_model(o.model).net;
+    const Network net = open_model(o.model).net;
     const auto rt = std::make_shared<DeviceRuntime>(select_opencl_device(o.device));
     const OpenCLDevice& device = rt->device();
     const std::string path = o.cache_path.empty() ? default_conv_tuning_path() : o.cache_path;

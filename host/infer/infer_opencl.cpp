@@ -89,7 +89,8 @@ private:
         for (const InferOp& op : g_.ops) {
             if (op.kind == InferOpKind::Conv) check_conv(op);
             Weights w;
-            const bool winograd = op.kind == InferOpKind::Conv && algo_ == conv::ConvAlgo::Auto &&
+            const bool winograd = op.kind == InferOpKind::Conv &&
+                                  (algo_ == conv::ConvAlgo::Auto || algo_ == conv::ConvAlgo::Winograd) &&
                                   conv::OpenCLConv::winograd_takes(conv_shape(op, batch_));
             if (winograd) {
                 const conv::ConvShape s = conv_shape(op, batch_);

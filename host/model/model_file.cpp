@@ -1,7 +1,6 @@
 #include "model/model_file.h"
 
 #ifdef LENET5_HAVE_ONNX
-#include "io/onnx_import.h"
 #endif
 
 #include <sys/stat.h>
@@ -343,14 +342,6 @@ Model load_model(const std::string& name_or_path) {
         std::string names;
         for (const auto& m : builtin_models()) names += (names.empty() ? "" : ", ") + m.first;
         throw UsageError("--model: '" + name_or_path + "' is not a built-in model (" + names + ") nor a file path");
-    }
-    const std::string ext = ".onnx";
-    if (name_or_path.size() > ext.size() && name_or_path.compare(name_or_path.size() - ext.size(), ext.size(), ext) == 0) {
-#ifdef LENET5_HAVE_ONNX
-        return read_onnx_model(name_or_path);
-#else
-        throw Error(name_or_path + ": this build has no ONNX support (install libonnx-dev and rebuild)");
-#endif
     }
     struct stat st {};
     if (::stat(name_or_path.c_str(), &st) != 0) throw Error(name_or_path + ": cannot open the model file: " + std::strerror(errno));

@@ -46,8 +46,8 @@ Model parse_model(const std::string& text, const std::string& source);
 // The models built into the binary (models/*.net, embedded at build time): name and text.
 const std::vector<std::pair<std::string, std::string>>& builtin_models();
 
-// A built-in model's name (lenet5, mlp, cnn, vgg), else a path to a model file, or to an ONNX file
-// (a name ending in .onnx; onnx_import.h), whose weights come with it.
+// A built-in model's name (lenet5, mlp, cnn, vgg), else a path to a model file
+// (io/model_source.h adds ONNX files).
 Model load_model(const std::string& name_or_path);
 
 }  // namespace lenet5

@@ -21,20 +21,22 @@ PinnedMirror::~PinnedMirror() {
 }
 
 void PinnedMirror::read(const cl::Buffer& device, size_t layer, std::vector<cl::Event>& events) {
-    for (const DeviceLayout::Block& b : {layout_.weights(layer), layout_.bias(layer)}) {
-        if (b.count == 0) continue;
-        events.emplace_back();
-        rt_->queue().enqueueReadBuffer(device, CL_FALSE, b.device * sizeof(float), b.count * sizeof(float),
-                                       host_ + b.host, nullptr, &events.back());
-    }
+    move(device, layer, /*to_host=*/true, events);
 }
 
 void PinnedMirror::write(const cl::Buffer& device, size_t layer, std::vector<cl::Event>& events) {
+    move(device, layer, /*to_host=*/false, events);
+}
+
+void PinnedMirror::move(const cl::Buffer& device, size_t layer, bool to_host, std::vector<cl::Event>& events) {
     for (const DeviceLayout::Block& b : {layout_.weights(layer), layout_.bias(layer)}) {
         if (b.count == 0) continue;
         events.emplace_back();
-        rt_->queue().enqueueWriteBuffer(device, CL_FALSE, b.device * sizeof(float), b.count * sizeof(float),
-                                        host_ + b.host, nullptr, &events.back());
+        const size_t offset = b.device * sizeof(float), bytes = b.count * sizeof(float);
+        if (to_host)
+            rt_->queue().enqueueReadBuffer(device, CL_FALSE, offset, bytes, host_ + b.host, nullptr, &events.back());
+        else
+            rt_->queue().enqueueWriteBuffer(device, CL_FALSE, offset, bytes, host_ + b.host, nullptr, &events.back());
     }
 }
 

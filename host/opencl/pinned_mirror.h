@@ -27,6 +27,8 @@ public:
     void write(const cl::Buffer& device, size_t layer, std::vector<cl::Event>& events);
 
 private:
+    void move(const cl::Buffer& device, size_t layer, bool to_host, std::vector<cl::Event>& events);
+
     std::shared_ptr<DeviceRuntime> rt_;
     const DeviceLayout& layout_;
     cl::Buffer pinned_;

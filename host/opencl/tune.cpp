@@ -6,7 +6,7 @@
 #include <numeric>
 
 #include "conv/conv_tune.h"
-#include "model/model_file.h"
+#include "io/model_source.h"
 #include "opencl/opencl_backend.h"
 #include "opencl/opencl_runtime.h"
 #include "opencl/tuning_cache.h"
@@ -50,7 +50,7 @@ double time_step(Engine& engine, const Network& net, int batch, int steps) {
 
 int run_tune(const TuneOptions& o, std::ostream& out) {
     if (o.conv) return conv::run_conv_tune(o, out);
-    const Network net = load_model(o.model).net;
+    const Network net = open_model(o.model).net;
     const OpenCLDevice device = select_opencl_device(o.device);
     std::vector<int> groups = o.groups;
     if (groups.empty()) {

@@ -9,6 +9,7 @@
 #include "common/rng.h"
 #include "io/checkpoint.h"
 #include "io/mnist.h"
+#include "io/model_source.h"
 #include "train/mpi_world.h"
 #include "train/training_engine.h"
 
@@ -117,10 +118,10 @@ TrainResult train(const TrainOptions& o, const TrainObserver& observer) {
     Checkpoint resume;
     Model model;
     if (o.resume_path.empty()) {
-        model = load_model(o.model.empty() ? "lenet5" : o.model);
+        model = open_model(o.model.empty() ? "lenet5" : o.model);
     } else {
         resume = load_checkpoint(o.resume_path);
-        model = o.model.empty() ? checkpoint_model(resume, o.resume_path) : load_model(o.model);
+        model = o.model.empty() ? checkpoint_model(resume, o.resume_path) : open_model(o.model);
         check_network(resume, model.net, o.resume_path);
     }
     const Network& net = model.net;
