@@ -68,10 +68,17 @@ TEST(Bf16, RoundsToNearestTiesToEven) {
         EXPECT_LE(std::fabs(as_bf16(x) - x), std::fabs(x) * std::ldexp(1.0f, -8)) << x;
 }
 
+// LeNet-5's buckets, and one over 2^18 floats, whose passes spread over the cores in blocks.
+std::vector<Network> small_and_large_buckets() {
+    return {lenet5_network(), NetworkBuilder("wide", {1, 28, 28})
+                                  .fully_connected("F1", 400, Activation::Tanh)
+                                  .fully_connected("out", 10, Activation::None)
+                                  .build()};
+}
+
 // The exchange's sum is the old WorkerEngine's, bit for bit: 0 + w0 g0 + w1 g1 + ... in worker
 // order, each weight the float of its slice over the batch.
-TEST(Exchange, SumsEqualTheOldExactSumBitForBit) {
-    const Network net = lenet5_network();
+void expect_the_old_exact_sum(const Network& net) {
     const Dataset data = random_dataset(70, 5);
     const std::vector<float> params = init_params(net, 3);
     for (const std::vector<double>& shares : std::vector<std::vector<double>>{{0.3, 0.7}, {0.25, 0.25, 0.5}}) {
@@ -92,9 +99,15 @@ TEST(Exchange, SumsEqualTheOldExactSumBitForBit) {
     }
 }
 
+TEST(Exchange, SumsEqualTheOldExactSumBitForBit) {
+    for (const Network& net : small_and_large_buckets()) {
+        SCOPED_TRACE(net.name);
+        expect_the_old_exact_sum(net);
+    }
+}
+
 // bf16: each worker's weighed gradients rounded to bfloat16, summed in fp32.
-TEST(Exchange, Bf16RoundsEachContributionAndSumsInFp32) {
-    const Network net = lenet5_network();
+void expect_rounded_contributions(const Network& net) {
     const Dataset data = random_dataset(70, 5);
     const std::vector<float> params = init_params(net, 3);
     const std::vector<int> n = split_counts(64, {0.5, 0.5});
@@ -115,6 +128,13 @@ TEST(Exchange, Bf16RoundsEachContributionAndSumsInFp32) {
     const auto got = workers->gradients();
     EXPECT_EQ(got, expected);
     EXPECT_NE(got, g[0]);  // rounded: not simply one worker's
+}
+
+TEST(Exchange, Bf16RoundsEachContributionAndSumsInFp32) {
+    for (const Network& net : small_and_large_buckets()) {
+        SCOPED_TRACE(net.name);
+        expect_rounded_contributions(net);
+    }
 }
 
 // --sync-every K: each worker steps on its own slice's gradients (its own momentum too), and every

@@ -8,9 +8,10 @@
 // buckets are read once its backward() returns): its contributions are summed in worker order
 // into the first contributor's view, each weighed by its share of the batch, and that sum goes to
 // the other ranks (MPI_Iallreduce in place, or an MPI_Iallgather in bfloat16) while the backward
-// of the layers below goes on. finish() waits for the buckets in order and writes each result
-// into every engine's view, once per bucket. The order of every sum is fixed, so a seed gives the
-// same run twice.
+// of the layers below goes on; without ranks, the same pass writes the sum into every engine's
+// view. finish() waits for the buckets in order (copies the ranks' result into every view) and
+// sends each back to its engine, once per bucket. The host passes over a large bucket run on every
+// core. The order of every sum is fixed, so a seed gives the same run twice.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -78,7 +79,8 @@ private:
     void contribute(size_t i);  // fetches and announces port i's every bucket
     void announce(size_t layer);
     void start(size_t b);
-    void sum_locally(const Bucket& bucket, float* into);
+    void sum_locally(const Bucket& bucket, float* into, const std::vector<float*>& copies);
+    std::vector<float*> other_views(const Bucket& bucket);
 
     std::vector<Bucket> buckets_;      // layers with parameters, the last layer first
     std::vector<size_t> bucket_of_;    // per layer
