@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Does a second GPU pay? The CNN at global batch 1024 and 4096, and LeNet-5 at 64, for 3 epochs on
-# one GPU and on two (even split): exact, --grad-precision bf16, --sync-every 4, 8 and 16, and the
+# one GPU and on two (even split): exact, --grad-precision bf16, --sync-every 4, 8 and 16 (and 16 with
+# the measured split), and the
 # exact mode under `mpirun -np 2` when the bundle has lenet5-mpi. From a bundle
 # (LENET5_BUNDLE_MPI=1 bench/make_gpu_bundle.sh), on a machine with two GPUs:
 #   bench/exchange_scaling_gpu.sh BUNDLE_DIR
@@ -36,6 +37,7 @@ for batch in 1024 4096; do
     for k in 4 8 16; do
         run "cnn $batch two, sync-every $k" ./lenet5 train $m --workers "$a@1,$b@1" --sync-every $k
     done
+    run "cnn $batch two, sync-every 16, measured shares" ./lenet5 train $m --workers "$a,$b" --sync-every 16
     if [[ -x ./lenet5-mpi ]]; then
         run "cnn $batch mpirun -np 2, exact" env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
             mpirun -np 2 -x LD_LIBRARY_PATH ./lenet5-mpi train $m --variant gpu-local
