@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Does a second GPU pay? The CNN at global batch 1024 and 4096, and LeNet-5 at 64, for 3 epochs on
 # one GPU and on two (even split): exact, --grad-precision bf16, --sync-every 4, 8 and 16 (and 16 with
-# the measured split), and the
-# exact mode under `mpirun -np 2` when the bundle has lenet5-mpi. From a bundle
+# the measured split), and under `mpirun -np 2` when the bundle has lenet5-mpi. From a bundle
 # (LENET5_BUNDLE_MPI=1 bench/make_gpu_bundle.sh), on a machine with two GPUs:
 #   bench/exchange_scaling_gpu.sh BUNDLE_DIR
 # Prints each run's epoch rows and a summary line: median wall ms of epochs 2-3, final test accuracy.
