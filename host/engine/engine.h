@@ -25,13 +25,16 @@ struct KernelTime {
     std::string name;
     int64_t launches = 0;
     double ms = 0;
+    // The OpenCL function the launches ran and its program's knobs (kernel_site.h); empty for a
+    // library's commands (CLBlast) and where several engines' times are summed.
+    std::string function, knobs;
 };
 
 // Adds launches and ms to the entry named `name` in `times`, appending it if there is none.
 inline void add_kernel_time(std::vector<KernelTime>& times, const std::string& name, int64_t launches, double ms) {
     auto it = times.begin();
     while (it != times.end() && it->name != name) ++it;
-    if (it == times.end()) it = times.insert(times.end(), KernelTime{name, 0, 0.0});
+    if (it == times.end()) it = times.insert(times.end(), KernelTime{name, 0, 0.0, {}, {}});
     it->launches += launches;
     it->ms += ms;
 }

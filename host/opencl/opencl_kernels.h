@@ -1,24 +1,40 @@
-// The OpenCL kernels of cl_kernels/, embedded at build time (cmake/embed_kernels.cmake
-// generates the definition in the build directory): common.h followed by the .cl files.
+// The OpenCL kernel files programs are built from: the copies of cl_kernels/ embedded at build
+// time (cmake/embed_kernels.cmake generates embedded_kernel_files() in the build directory), or,
+// for the kernel lab (`--kernels DIR`, LENET5_KERNELS), a folder's edited copies of the same files.
 #pragma once
 #include <string>
-
-#include "common/error.h"
+#include <vector>
 
 namespace lenet5 {
 
-const std::string& opencl_kernel_source();
+struct KernelFile {
+    std::string name;  // e.g. "sample_layers.cl"
+    std::string text;
+};
 
-// One file of the embedded source: cmake/embed_kernels.cmake puts each after a line
-// #line 1 "name". The batch-level engines compile their own files, not the per-sample kernels,
-// which need the network's #defines.
-inline std::string opencl_kernel_file(const std::string& name) {
-    const std::string& all = opencl_kernel_source();
-    const std::string marker = "#line 1 \"" + name + "\"\n";
-    const size_t begin = all.find(marker);
-    if (begin == std::string::npos) throw Error("the embedded OpenCL source lacks " + name);
-    const size_t end = all.find("#line 1 \"", begin + marker.size());
-    return all.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
-}
+// common.h, then the .cl files, in the order programs concatenate them.
+const std::vector<KernelFile>& embedded_kernel_files();
+
+// The largest kernel file a folder may hold (the embedded ones are under 64 KiB).
+constexpr size_t kMaxKernelFileBytes = 4u << 20;
+
+// `dir`'s copy of every embedded file (other files in it are ignored). Throws Error for a missing
+// folder, a missing file, one that is not a regular file, or one over kMaxKernelFileBytes.
+std::vector<KernelFile> read_kernel_folder(const std::string& dir);
+
+// From now on programs are built from `dir`'s files, read (and checked) now; "" goes back to the
+// embedded ones. Process-wide, for the commands: call it before any engine is made.
+void use_kernel_folder(const std::string& dir);
+// The folder in use, or "" for the embedded files.
+std::string kernel_folder();
+
+// The files in use, each after a line `#line 1 "FILE"` (the embedded file's name, or the folder
+// file's path), so that build logs name the file and line the user edits.
+std::string opencl_kernel_source();                        // all of them, in order
+std::string opencl_kernel_file(const std::string& name);  // one; Error when there is no such file
+
+// Where `function` is defined (`__kernel void function(`) in the files in use: "file:line", or ""
+// when no file defines it.
+std::string kernel_definition(const std::string& function);
 
 }  // namespace lenet5

@@ -40,7 +40,14 @@ PhaseTimes Timeline::take_times() {
 
 std::vector<KernelTime> Timeline::take_kernel_times() {
     rt_->finish();
-    return kernel_times(std::exchange(launches_, {}));
+    std::vector<KernelTime> times = kernel_times(std::exchange(launches_, {}));
+    for (KernelTime& t : times) {
+        const auto site = sites_.find(t.name);
+        if (site == sites_.end()) continue;
+        t.function = site->second.function;
+        t.knobs = site->second.knobs;
+    }
+    return times;
 }
 
 }  // namespace lenet5

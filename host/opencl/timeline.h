@@ -6,12 +6,14 @@
 #pragma once
 #include <initializer_list>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "opencl/device_runtime.h"
+#include "opencl/kernel_site.h"
 #include "opencl/phase_spans.h"
 
 namespace lenet5 {
@@ -47,8 +49,10 @@ public:
                 if (i == 0) first = events.front();
                 if (i + 1 == n) last = events.back();
             }
-            if (profile_)
+            if (profile_) {
+                if (!l.call && !sites_.count(l.name)) sites_.emplace(l.name, kernel_site(l.kernel, rt_->cl_device()));
                 for (const cl::Event& e : events) launches_.emplace_back(l.name, e);
+            }
             ++i;
         }
         if (timed) spans_.add(phase, first, last, exact);
@@ -70,7 +74,8 @@ public:
 
     // From now on every launch of run() carries an event, for take_kernel_times.
     void profile_kernels() { profile_ = true; }
-    // Waits for the device, then each kernel's launches and device time since the last call.
+    // Waits for the device, then each kernel's launches and device time since the last call, with
+    // its function and knobs (kernel_site.h).
     std::vector<KernelTime> take_kernel_times();
 
 private:
@@ -81,6 +86,7 @@ private:
     PhaseSpans spans_;
     bool profile_ = false;
     std::vector<std::pair<std::string, cl::Event>> launches_;  // profile_kernels(): by label
+    std::map<std::string, KernelSite> sites_;                  // by label, from the first launch
 };
 
 }  // namespace lenet5
