@@ -24,6 +24,12 @@ std::string help_text() {
                "                                an .npy file\n"
                "  lenet5 convbench [options]    time the convolution algorithms (direct, im2col, winograd, clblast) beside\n"
                "                                each other on the seed's grid and VGG16's layers, checked\n"
+               "  lenet5 check --variant V [options]\n"
+               "                                compare one variant with the cpu reference on a few batches of\n"
+               "                                MNIST: every layer's output, gradients and updated parameters\n"
+               "  lenet5 kernels [options]      the kernels each OpenCL variant launches per training step: file,\n"
+               "                                line, function and -D knobs\n"
+               "  lenet5 kernels --dump DIR     write the embedded kernel files into DIR, for --kernels DIR\n"
                "  lenet5 models                 list the built-in models, their parameters and settings\n"
                "  lenet5 export --model FILE --onnx OUT\n"
                "                                write a checkpoint's trained model as ONNX (input: [N,1,28,28]\n"
@@ -82,14 +88,36 @@ std::string help_text() {
            "  --resume FILE    continue from a checkpoint (its seed and momentum carry on)\n"
            "  --kernel-profile after training, print every OpenCL kernel's launches per step\n"
            "                   and device time (slows the epoch: each launch carries an event)\n"
+           "  --kernels DIR    OpenCL variants: build the kernels from DIR's files (common.h and every .cl file,\n"
+           "                   as `lenet5 kernels --dump DIR` writes them) instead of the embedded copies, for\n"
+           "                   train, eval, infer, tune, convbench, check and kernels (default: $LENET5_KERNELS,\n"
+           "                   which host variants ignore; else the embedded copies); the run's first line names\n"
+           "                   DIR, and a build error gives the compiler's log with file and line\n"
            "\n"
            "eval options: --model FILE (a checkpoint: it carries its model), --variant, --device, --group, --conv-algo,\n"
-           "              --test-limit, --dataset, --data, --json as above\n"
+           "              --test-limit, --dataset, --data, --json, --kernels as above\n"
+           "\n"
+           "check options: the rule of the tests (relative error ||v - ref|| / ||ref|| < 1e-4); prints a row per\n"
+           "              layer and phase (forward, backward, update) with the error and pass or FAIL; exit 1 on a mismatch\n"
+           "  --variant V      the variant to check (required; not cpu, the reference)\n"
+           "  --model M        as for train (default lenet5)\n"
+           "  --batch B        images per step (default: the model's, else 64)\n"
+           "  --batches N      training steps compared, each on the next batch of MNIST's training set (default 3)\n"
+           "  --device N, --group N, --threads N, --data DIR, --kernels DIR  as for train\n"
+           "  --json FILE      also write every comparison as JSON (- for standard output)\n"
+           "\n"
+           "kernels options: runs a few training steps of random images with every launch profiled\n"
+           "  --model M        as for train (default lenet5)\n"
+           "  --variant V      gpu, gpu-constant or gpu-local (default: all three)\n"
+           "  --batch B        as for check\n"
+           "  --device N, --kernels DIR  as for train\n"
+           "  --dump DIR       instead, write the embedded kernel files into DIR (made if missing; a file there\n"
+           "                   that differs from the embedded copy is an error, not overwritten)\n"
            "\n"
            "tune options: times training steps on random images, so it needs no data set\n"
            "  --model M        the model to tune for, as for train (default lenet5)\n"
            "  --variant V,...  the OpenCL variants to tune (default: gpu,gpu-constant,gpu-local)\n"
-           "  --device N       as above\n"
+           "  --device N, --kernels DIR  as above\n"
            "  --batch B        the batch size to tune for (default 64); tune each model and size you train with\n"
            "  --groups G,...   candidate work-group sizes (default: 32, 64, ... up to the device's limit, at most 1024)\n"
            "  --steps N        timed steps per candidate, in each of 3 runs (default 50)\n"
@@ -114,7 +142,7 @@ std::string help_text() {
            "  --variant V      cpu (scalar reference), omp (all cores; Winograd for 3x3 convolutions, else\n"
            "                   GEMMs), avx (omp's code on one thread), gpu, gpu-constant, gpu-local or auto\n"
            "                   (gpu-local on a GPU, else omp; the default)\n"
-           "  --device N, --threads N  as for train\n"
+           "  --device N, --threads N, --kernels DIR  as for train\n"
            "  --conv-algo A    OpenCL: the convolutions' algorithm, auto, direct, im2col, winograd or clblast (default auto:\n"
            "                   Winograd F(4x4,3x3) for 3x3 stride-1 layers of 16 or more input maps (a multiple\n"
            "                   of 4); other layers what `lenet5 tune --conv` measured for the layer on this\n"
@@ -268,7 +296,45 @@ void parse_infer_option(const std::string& flag, ArgReader& r, InferOptions& o) 
     else throw UsageError("unknown option '" + flag + "' for infer (try `lenet5 --help`)");
 }
 
+// A flag's value that must not be empty.
+std::string non_empty(const std::string& flag, ArgReader& r) {
+    std::string v = r.value(flag);
+    if (v.empty()) throw UsageError(flag + " needs a non-empty value");
+    return v;
+}
+
+void parse_check_option(const std::string& flag, ArgReader& r, CheckOptions& o) {
+    if (flag == "--variant") o.engine.variant = non_empty(flag, r);
+    else if (flag == "--model") o.model = non_empty(flag, r);
+    else if (flag == "--batch") o.batch = parse_count(flag, r.value(flag), 1);
+    else if (flag == "--batches") o.batches = parse_count(flag, r.value(flag), 1);
+    else if (flag == "--device") o.engine.device = parse_count(flag, r.value(flag), 0);
+    else if (flag == "--group") o.engine.group = parse_power_of_two(flag, r.value(flag));
+    else if (flag == "--threads") o.engine.threads = parse_count(flag, r.value(flag), 1);
+    else if (flag == "--data") o.data_dir = non_empty(flag, r);
+    else if (flag == "--json") o.json_path = non_empty(flag, r);
+    else throw UsageError("unknown option '" + flag + "' for check (try `lenet5 --help`)");
+}
+
+void parse_kernels_option(const std::string& flag, ArgReader& r, KernelsOptions& o) {
+    if (flag == "--variant") {
+        o.variant = r.value(flag);
+        if (o.variant != "gpu" && o.variant != "gpu-constant" && o.variant != "gpu-local")
+            throw UsageError(flag + ": '" + o.variant + "' is not an OpenCL variant (gpu, gpu-constant, gpu-local)");
+    } else if (flag == "--model") o.model = non_empty(flag, r);
+    else if (flag == "--batch") o.batch = parse_count(flag, r.value(flag), 1);
+    else if (flag == "--device") o.device = parse_count(flag, r.value(flag), 0);
+    else if (flag == "--dump") o.dump_dir = non_empty(flag, r);
+    else throw UsageError("unknown option '" + flag + "' for kernels (try `lenet5 --help`)");
+}
+
 }  // namespace
+
+bool takes_kernel_folder(Command::Kind kind) {
+    using K = Command::Kind;
+    return kind == K::Train || kind == K::Eval || kind == K::Tune || kind == K::Infer || kind == K::Check ||
+           kind == K::Kernels;
+}
 
 Command parse_command_line(const std::vector<std::string>& args) {
     Command cmd;
@@ -287,16 +353,23 @@ Command parse_command_line(const std::vector<std::string>& args) {
     else if (name == "tune") cmd.kind = Command::Kind::Tune;
     else if (name == "export") cmd.kind = Command::Kind::Export;
     else if (name == "infer") cmd.kind = Command::Kind::Infer;
+    else if (name == "check") cmd.kind = Command::Kind::Check;
+    else if (name == "kernels") cmd.kind = Command::Kind::Kernels;
     else throw UsageError("unknown command '" + name + "' (try `lenet5 --help`)");
 
     TrainOptions& t = cmd.train;
     EvalOptions& e = cmd.eval;
     t.engine.variant = e.engine.variant = LENET5_DEFAULT_VARIANT;
+    cmd.check.engine.variant.clear();  // required
     while (!r.done()) {
         const std::string& flag = r.next();
         if (flag == "--help" || flag == "-h") {
             cmd.kind = Command::Kind::Help;
             return cmd;
+        }
+        if (flag == "--kernels" && takes_kernel_folder(cmd.kind)) {
+            cmd.kernels_dir = non_empty(flag, r);
+            continue;
         }
         if (cmd.kind == Command::Kind::Train) {
             if (parse_common(flag, r, t.engine, t.data_dir, t.dataset, t.json_path, t.test_limit)) continue;
@@ -334,6 +407,10 @@ Command parse_command_line(const std::vector<std::string>& args) {
             parse_tune_option(flag, r, cmd.tune);
         } else if (cmd.kind == Command::Kind::Infer) {
             parse_infer_option(flag, r, cmd.infer);
+        } else if (cmd.kind == Command::Kind::Check) {
+            parse_check_option(flag, r, cmd.check);
+        } else if (cmd.kind == Command::Kind::Kernels) {
+            parse_kernels_option(flag, r, cmd.kernels);
         } else if (cmd.kind == Command::Kind::Export) {
             std::string& path = flag == "--model" ? cmd.exporting.model_path : cmd.exporting.onnx_path;
             if (flag != "--model" && flag != "--onnx")
@@ -351,6 +428,12 @@ Command parse_command_line(const std::vector<std::string>& args) {
         throw UsageError("infer needs one of --onnx FILE and --model CHECKPOINT");
     if (cmd.kind == Command::Kind::Infer && cmd.infer.input_path.empty() == (cmd.infer.random == 0))
         throw UsageError("infer needs one of --input X.npy and --random N");
+    if (cmd.kind == Command::Kind::Check && cmd.check.engine.variant.empty())
+        throw UsageError("check needs --variant V (the variant to compare with cpu)");
+    if (cmd.kind == Command::Kind::Check && cmd.check.engine.variant == "cpu")
+        throw UsageError("check --variant cpu: cpu is the reference; name another variant");
+    if (cmd.kind == Command::Kind::Kernels && !cmd.kernels.dump_dir.empty() && !cmd.kernels_dir.empty())
+        throw UsageError("kernels --dump writes the embedded files; --kernels does not apply to it");
     if (cmd.kind == Command::Kind::Export && (cmd.exporting.model_path.empty() || cmd.exporting.onnx_path.empty()))
         throw UsageError("export needs --model CHECKPOINT and --onnx FILE");
     return cmd;

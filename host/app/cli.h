@@ -3,7 +3,9 @@
 #include <string>
 #include <vector>
 
+#include "app/check_command.h"
 #include "app/infer_command.h"
+#include "app/kernels_command.h"
 #include "train/trainer.h"
 #include "opencl/tune.h"
 
@@ -21,13 +23,19 @@ struct ExportOptions {
 };
 
 struct Command {
-    enum class Kind { Train, Eval, Tune, Devices, Models, Help, Version, Export, Infer } kind = Kind::Help;
+    enum class Kind { Train, Eval, Tune, Devices, Models, Help, Version, Export, Infer, Check, Kernels } kind = Kind::Help;
     TrainOptions train;
     EvalOptions eval;
     TuneOptions tune;
     ExportOptions exporting;
     InferOptions infer;
+    CheckOptions check;
+    KernelsOptions kernels;
+    std::string kernels_dir;  // --kernels DIR: the OpenCL kernel files to build from (opencl_kernels.h)
 };
+
+// Whether a command builds OpenCL programs, so takes --kernels DIR (convbench parses its own).
+bool takes_kernel_folder(Command::Kind kind);
 
 // Throws UsageError (exit 2) for an unknown command or flag, a missing or bad value.
 Command parse_command_line(const std::vector<std::string>& args);

@@ -14,6 +14,7 @@
 #include "app/report.h"
 #ifdef LENET5_HAVE_OPENCL
 #include "opencl/opencl_backend.h"
+#include "opencl/opencl_kernels.h"
 #endif
 #ifdef LENET5_HAVE_ONNX
 #include "io/onnx_export.h"
@@ -127,10 +128,41 @@ std::string build_options() {
            clblast + ", MPI " + mpi + ", ONNX " + onnx + "\n";
 }
 
+// The variant whose engine a command makes, or "" for a command that runs only OpenCL (tune,
+// kernels) or several engines (train --workers).
+std::string command_variant(const Command& cmd) {
+    switch (cmd.kind) {
+        case Command::Kind::Train: return cmd.train.engine.workers.empty() ? cmd.train.engine.variant : "";
+        case Command::Kind::Eval: return cmd.eval.engine.variant;
+        case Command::Kind::Infer: return cmd.infer.engine.variant;
+        case Command::Kind::Check: return cmd.check.engine.variant;
+        default: return "";
+    }
+}
+
+// --kernels DIR (else $LENET5_KERNELS, which a host variant ignores): the kernel files the
+// command's programs are built from, announced on the run's first line.
+void use_kernel_folder_of(const Command& cmd) {
+    if (!takes_kernel_folder(cmd.kind) || !cmd.kernels.dump_dir.empty()) return;
+    const std::string variant = resolve_variant(command_variant(cmd));
+    if (is_host_variant(variant)) {
+        if (cmd.kernels_dir.empty()) return;
+        const std::string which = command_variant(cmd) == "auto" ? "auto chose " + variant + ", which" : variant;
+        throw UsageError("--kernels: variant " + which +
+                         " runs on the host and builds no OpenCL kernels (use gpu, gpu-constant or gpu-local)");
+    }
+#ifdef LENET5_HAVE_OPENCL
+    std::cout << use_requested_kernels(cmd.kernels_dir) << std::flush;
+#else
+    if (!cmd.kernels_dir.empty()) throw Error("this build has no OpenCL support: --kernels has nothing to build");
+#endif
+}
+
 int run(const std::vector<std::string>& args) {
     // convbench parses its own flags (host/conv/convbench.cpp).
     if (!args.empty() && args[0] == "convbench") return conv::run_convbench({args.begin() + 1, args.end()}, std::cout);
     const Command cmd = parse_command_line(args);
+    use_kernel_folder_of(cmd);
     switch (cmd.kind) {
         case Command::Kind::Help: std::cout << help_text(); return 0;
         case Command::Kind::Version: {
@@ -167,6 +199,13 @@ int run(const std::vector<std::string>& args) {
             return run_infer(cmd.infer, std::cout);
 #else
             throw Error("this build has no ONNX support (install libonnx-dev and libprotobuf-dev, configure with -DLENET5_ONNX=ON)");
+#endif
+        case Command::Kind::Check: return run_check(cmd.check, std::cout);
+        case Command::Kind::Kernels:
+#ifdef LENET5_HAVE_OPENCL
+            return run_kernels(cmd.kernels, std::cout);
+#else
+            throw Error("this build has no OpenCL support (configure with -DLENET5_OPENCL=ON): it has no kernels");
 #endif
         case Command::Kind::Train:
             install_signal_handlers();  // before the data loads, so an early Ctrl-C is not lost

@@ -15,6 +15,7 @@
 #include "common/rng.h"
 #ifdef LENET5_HAVE_OPENCL
 #include "conv/conv_timing.h"
+#include "opencl/opencl_kernels.h"
 #endif
 
 namespace lenet5::conv {
@@ -30,6 +31,7 @@ struct Options {
     std::vector<ConvAlgo> algos;
     bool backward = true;
     std::string json_path;
+    std::string kernels_dir;  // --kernels DIR (opencl_kernels.h)
 };
 
 struct Case {
@@ -90,6 +92,9 @@ Options parse(const std::vector<std::string>& args) {
                 o.algos.push_back(algo);
             }
             if (o.algos.empty()) throw UsageError(flag + " needs a value");
+        } else if (flag == "--kernels") {
+            o.kernels_dir = value();
+            if (o.kernels_dir.empty()) throw UsageError(flag + " needs a non-empty value");
         } else throw UsageError("unknown option '" + flag + "' for convbench (try `lenet5 --help`)");
     }
     if (o.algos.empty())
@@ -210,7 +215,8 @@ std::string convbench_help() {
            "  --device N        the OpenCL device (default: the first GPU, else device 0)\n"
            "  --repeats N       timed runs per measure (default 5)\n"
            "  --forward-only    skip the backward passes\n"
-           "  --json FILE       also write the rows as JSON\n";
+           "  --json FILE       also write the rows as JSON\n"
+           "  --kernels DIR     build the kernels from DIR's files, as for train\n";
 }
 
 int run_convbench(const std::vector<std::string>& args, std::ostream& out) {
@@ -227,6 +233,7 @@ int run_convbench(const std::vector<std::string>& args, std::ostream& out) {
     (void)out;
     throw Error("this build has no OpenCL support (configure with -DLENET5_OPENCL=ON): nothing to benchmark");
 #else
+    out << use_requested_kernels(o.kernels_dir);
     const auto rt = std::make_shared<DeviceRuntime>(select_opencl_device(o.device));
     const OpenCLDevice& device = rt->device();
     OpenCLConv conv(rt);

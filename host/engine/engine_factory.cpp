@@ -72,11 +72,15 @@ int default_threads() {
 
 }  // namespace
 
+std::string resolve_variant(const std::string& variant) { return variant == "auto" ? resolve_auto() : variant; }
+
+bool is_host_variant(const std::string& variant) { return variant == "cpu" || variant == "avx" || variant == "omp"; }
+
 std::unique_ptr<Engine> make_engine(const Network& net, const EngineRequest& request) {
     const auto& known = known_variants();
     if (request.variant != "auto" && std::find(known.begin(), known.end(), request.variant) == known.end())
         throw UsageError("unknown variant '" + request.variant + "' (choose from auto, " + joined(known) + ")");
-    const std::string variant = request.variant == "auto" ? resolve_auto() : request.variant;
+    const std::string variant = resolve_variant(request.variant);
     if (!built(variant))
         throw Error("variant '" + variant + "' is not built into this binary (built: " + joined(built_variants()) + ")");
     if (variant == "cpu") return std::make_unique<HostEngine>(net, "cpu", cpu_ops(), 1);

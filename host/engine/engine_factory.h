@@ -24,6 +24,11 @@ const std::vector<std::string>& known_variants();
 // The variants compiled into this build.
 std::vector<std::string> built_variants();
 
+// `variant` with `auto` resolved (gpu-local on the first GPU of any platform, else omp, else cpu).
+std::string resolve_variant(const std::string& variant);
+// cpu, avx and omp: the variants that run on the host and build no OpenCL kernels.
+bool is_host_variant(const std::string& variant);
+
 // Resolves `auto` (gpu-local on the first GPU of any platform, else omp, else cpu) and builds
 // the engine. Throws UsageError for an unknown name and Error for a variant this build or
 // machine lacks.

@@ -84,7 +84,8 @@ std::vector<Comparison> compare_steps(const Network& net, const std::vector<Step
         for (size_t k = 0; k < net.layers.size(); ++k)
             add(net.layers[k].name, "forward", "output", relative_error(g.outputs[k], r.outputs[k]));
         add("network", "forward", "loss", relative_error(g.loss, r.loss));
-        for (const LayerSpec& l : net.layers) {
+        for (auto it = net.layers.rbegin(); it != net.layers.rend(); ++it) {  // in the backward pass's order
+            const LayerSpec& l = *it;
             if (l.weight_count)
                 add(l.name, "backward", "weight gradient",
                     relative_error(slice(g.gradients, l.weight_offset, l.weight_count),

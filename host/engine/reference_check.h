@@ -40,7 +40,8 @@ struct Comparison {
     bool passed(double tolerance = kReferenceTolerance) const { return error < tolerance; }
 };
 
-// Every comparison of `got` against `ref` (records of the same steps), in layer order per phase.
+// Every comparison of `got` against `ref` (records of the same steps), in the order the step
+// computes them: forward by layer, the loss, backward from the last layer, the update by layer.
 std::vector<Comparison> compare_steps(const Network& net, const std::vector<StepRecord>& got,
                                       const std::vector<StepRecord>& ref);
 

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <mutex>
@@ -76,6 +77,14 @@ void use_kernel_folder(const std::string& dir) {
     }
     const std::lock_guard<std::mutex> lock(g_mutex);
     g_folder_set = std::move(set);
+}
+
+std::string use_requested_kernels(const std::string& flag) {
+    const char* env = std::getenv("LENET5_KERNELS");
+    const std::string dir = !flag.empty() ? flag : env ? env : "";
+    if (dir.empty()) return "";
+    use_kernel_folder(dir);
+    return "lenet5: OpenCL kernels from " + dir + " (not the embedded copies)\n";
 }
 
 std::string kernel_folder() { return active_set()->folder; }

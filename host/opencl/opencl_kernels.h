@@ -25,6 +25,10 @@ std::vector<KernelFile> read_kernel_folder(const std::string& dir);
 // From now on programs are built from `dir`'s files, read (and checked) now; "" goes back to the
 // embedded ones. Process-wide, for the commands: call it before any engine is made.
 void use_kernel_folder(const std::string& dir);
+// The folder `flag` names (--kernels DIR), else $LENET5_KERNELS, goes into use (use_kernel_folder).
+// Returns the line the run's output begins with, naming the folder, or "" when neither is set.
+std::string use_requested_kernels(const std::string& flag);
+
 // The folder in use, or "" for the embedded files.
 std::string kernel_folder();
 
