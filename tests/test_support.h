@@ -21,13 +21,8 @@
 
 namespace lenet5::test {
 
+using lenet5::relative_error;  // the rule of engine/reference_check.h
 using lenet5::StepRecord;
-
-// The library's relative error (reference_check.h), and a failure when the sizes differ.
-inline double relative_error(const std::vector<float>& v, const std::vector<float>& ref) {
-    EXPECT_EQ(v.size(), ref.size());
-    return lenet5::relative_error(v, ref);
-}
 
 // The real MNIST folder, or "" when it has not been fetched (the caller then skips;
 // with LENET5_REQUIRE_MNIST set, as in CI, the test fails instead).
