@@ -6,13 +6,17 @@ peer, in one run. Writes a Markdown table, the raw JSON and a bar chart.
   bench/epoch_bench.py [--model lenet5|mlp|cnn|FILE] [--epochs 2] [--batch B]
                        [--variants cpu,avx,omp,...] [--devices 0,1] [--repeats 1]
                        [--peer cpu|cuda|none] [--binary build/lenet5] [--data DIR]
-                       [--python PY] [--out bench/results]
+                       [--python PY] [--out bench/results] [--kernels DIR]
 
 --model is passed to lenet5 train (default lenet5) and picks the peer:
 bench/peers/pytorch_lenet5.py for lenet5, bench/peers/pytorch_models.py for mlp
 and cnn (a model file has no peer). Without --batch, our runs take the model's
 own batch (its train line) and the peer gets the batch our JSON reports. The
 files are epochs.md/.json/.png for lenet5 and epochs-MODEL.* for the others.
+
+--kernels DIR runs each OpenCL variant twice, with the embedded kernels and with
+DIR's (`lenet5 train --kernels DIR`: an edited copy from `lenet5 kernels --dump`),
+so that a kernel change is timed beside the original in one table.
 
 Per run, the times are the median over its epochs; with --repeats R the
 median over R runs. Ratios are against the fastest variant of ours (wall ms).
@@ -62,7 +66,7 @@ def opencl_devices(binary):
     return devices
 
 
-def run_ours(binary, variant, device, args):
+def run_ours(binary, variant, device, kernels, args):
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "run.json")
         cmd = [binary, "train", "--variant", variant, "--epochs", str(args.epochs)]
@@ -73,6 +77,8 @@ def run_ours(binary, variant, device, args):
         cmd += ["--seed", "1", "--json", report]
         if device is not None:
             cmd += ["--device", str(device)]
+        if kernels:
+            cmd += ["--kernels", kernels]
         if args.data:
             cmd += ["--data", args.data]
         if args.train_limit:
@@ -181,6 +187,7 @@ def main():
                     help="the interpreter that has PyTorch (Debian's python3-torch is for /usr/bin/python3)")
     ap.add_argument("--train-limit", type=int, default=0)
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
+    ap.add_argument("--kernels", default="", help="also run each OpenCL variant with this folder's kernel files")
     args = ap.parse_args()
     if not os.access(args.binary, os.X_OK):
         fail(args.binary + " not found; build first (./setup.sh)")
@@ -195,17 +202,21 @@ def main():
     runs = []
     for v in variants:
         for device in ([d[0] for d in devices] if v in OPENCL_VARIANTS else [None]):
-            runs.append((v, device))
+            runs.append((v, device, None))
+            if args.kernels and v in OPENCL_VARIANTS:
+                runs.append((v, device, args.kernels))
 
     rows, notes = [], []
     batch = args.batch                                 # None: the model's, from our first report
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    for variant, device in runs:
+    for variant, device, kernels in runs:
         name = variant if device is None else "%s #%d" % (variant, device)
+        if kernels:
+            name += " (kernels %s)" % kernels
         print("epoch_bench: %s ..." % name, file=sys.stderr, flush=True)
         reports = []
         for _ in range(args.repeats):
-            rep, err = run_ours(args.binary, variant, device, args)
+            rep, err = run_ours(args.binary, variant, device, kernels, args)
             if err:
                 notes.append("%s: %s" % (name, err))
                 break
