@@ -12,9 +12,9 @@
 #include "train/mpi_world.h"
 #include "app/progress.h"
 #include "app/report.h"
+#include "opencl/opencl_kernels.h"  // --kernels DIR; without OpenCL only to refuse it
 #ifdef LENET5_HAVE_OPENCL
 #include "opencl/opencl_backend.h"
-#include "opencl/opencl_kernels.h"
 #endif
 #ifdef LENET5_HAVE_ONNX
 #include "io/onnx_export.h"
@@ -144,6 +144,7 @@ std::string command_variant(const Command& cmd) {
 // command's programs are built from, announced on the run's first line.
 void use_kernel_folder_of(const Command& cmd) {
     if (!takes_kernel_folder(cmd.kind) || !cmd.kernels.dump_dir.empty()) return;
+    if (requested_kernel_folder(cmd.kernels_dir).empty()) return;
     const std::string variant = resolve_variant(command_variant(cmd));
     if (is_host_variant(variant)) {
         if (cmd.kernels_dir.empty()) return;
@@ -154,7 +155,7 @@ void use_kernel_folder_of(const Command& cmd) {
 #ifdef LENET5_HAVE_OPENCL
     std::cout << use_requested_kernels(cmd.kernels_dir) << std::flush;
 #else
-    if (!cmd.kernels_dir.empty()) throw Error("this build has no OpenCL support: --kernels has nothing to build");
+    throw Error("this build has no OpenCL support: --kernels (or LENET5_KERNELS) has nothing to build");
 #endif
 }
 

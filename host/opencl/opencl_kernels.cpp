@@ -2,7 +2,6 @@
 
 #include <sys/stat.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <mutex>
@@ -80,8 +79,7 @@ void use_kernel_folder(const std::string& dir) {
 }
 
 std::string use_requested_kernels(const std::string& flag) {
-    const char* env = std::getenv("LENET5_KERNELS");
-    const std::string dir = !flag.empty() ? flag : env ? env : "";
+    const std::string dir = requested_kernel_folder(flag);
     if (dir.empty()) return "";
     use_kernel_folder(dir);
     return "lenet5: OpenCL kernels from " + dir + " (not the embedded copies)\n";

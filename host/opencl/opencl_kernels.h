@@ -2,6 +2,7 @@
 // time (cmake/embed_kernels.cmake generates embedded_kernel_files() in the build directory), or,
 // for the kernel lab (`--kernels DIR`, LENET5_KERNELS), a folder's edited copies of the same files.
 #pragma once
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -25,8 +26,14 @@ std::vector<KernelFile> read_kernel_folder(const std::string& dir);
 // From now on programs are built from `dir`'s files, read (and checked) now; "" goes back to the
 // embedded ones. Process-wide, for the commands: call it before any engine is made.
 void use_kernel_folder(const std::string& dir);
-// The folder `flag` names (--kernels DIR), else $LENET5_KERNELS, goes into use (use_kernel_folder).
-// Returns the line the run's output begins with, naming the folder, or "" when neither is set.
+// The folder `flag` names (--kernels DIR), else $LENET5_KERNELS, else "" (the embedded files).
+inline std::string requested_kernel_folder(const std::string& flag) {
+    const char* env = std::getenv("LENET5_KERNELS");
+    return !flag.empty() ? flag : env ? env : "";
+}
+
+// requested_kernel_folder(flag) goes into use (use_kernel_folder). Returns the line the run's
+// output begins with, naming the folder, or "" for the embedded files.
 std::string use_requested_kernels(const std::string& flag);
 
 // The folder in use, or "" for the embedded files.
