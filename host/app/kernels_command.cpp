@@ -25,14 +25,16 @@ constexpr int kListedSteps = 8;  // after one untimed step, which may start a fu
 int dump_kernels(const std::string& dir, std::ostream& out) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
-    if (!std::filesystem::is_directory(dir)) throw Error("kernels --dump " + dir + ": cannot make the folder" + (ec ? ": " + ec.message() : ""));
+    if (!std::filesystem::is_directory(dir))
+        throw Error("kernels --dump " + dir + ": cannot make the folder" + (ec ? ": " + ec.message() : ""));
     for (const KernelFile& f : embedded_kernel_files()) {
         const std::string path = (std::filesystem::path(dir) / f.name).string();
         struct stat st {};
         if (::stat(path.c_str(), &st) == 0 && read_whole_file(path, kMaxKernelFileBytes) != f.text)
             throw Error(path + " exists and differs from the embedded copy (edits?); remove it or dump into another folder");
     }
-    for (const KernelFile& f : embedded_kernel_files()) write_file_atomic((std::filesystem::path(dir) / f.name).string(), f.text);
+    for (const KernelFile& f : embedded_kernel_files())
+        write_file_atomic((std::filesystem::path(dir) / f.name).string(), f.text);
     out << "lenet5: wrote the " << embedded_kernel_files().size() << " embedded kernel files to " << dir
         << "; use them with --kernels " << dir << "\n";
     return 0;
