@@ -99,8 +99,9 @@ struct SimdLayers {
 
     // A load kept in a register: the compiler would fold it into each fma that uses it (one
     // load per use), and in the convolutions loads, not fmas, are the limit (Zen 3: 1.3x).
-    static F load_once(const float* p) {
-        F x = V::load(p);
+    static F load_once(const float* p) { return kept(V::load(p)); }
+    static F load_once_n(const float* p, int n) { return kept(load_n(p, n)); }
+    static F kept(F x) {
         asm("" : "+v"(x));
         return x;
     }
@@ -542,6 +543,9 @@ struct SimdLayers {
 
     static constexpr bool kBig = V::kRegs >= 32;
     static constexpr int kFcRows = kBig ? 4 : 2, kFcSamples = kBig ? 5 : 3, kFcVectors = kBig ? 5 : 3;
+    // The forward pass keeps 4 rows' weight vectors in registers beside 4 x 3 accumulators (C5 on
+    // AVX2: 1.5x over 2 x 3, which left the fma latency exposed).
+    static constexpr int kFcFwdRows = 4, kFcFwdSamples = kBig ? 5 : 3;
 
     // Vector r of a block whose last vector (r == R-1) has `last` lanes: an int, or
     // std::integral_constant<int, N> for a block of whole vectors (no masks then).
@@ -580,7 +584,7 @@ struct SimdLayers {
             F w[Rows];
             LENET5_UNROLL for (int r = 0; r < Rows; ++r) w[r] = load_n(W + static_cast<ptrdiff_t>(o0 + r) * I + i, n);
             LENET5_UNROLL for (int s = 0; s < S; ++s) {
-                const F x = load_n(in + static_cast<ptrdiff_t>(s0 + s) * I + i, n);
+                const F x = load_once_n(in + static_cast<ptrdiff_t>(s0 + s) * I + i, n);
                 LENET5_UNROLL for (int r = 0; r < Rows; ++r) acc[s][r] = V::fma(w[r], x, acc[s][r]);
             }
         };
@@ -610,13 +614,13 @@ struct SimdLayers {
             const int i1 = i0 + chunk < I ? i0 + chunk : I;
             auto rows = [&](int o, auto r) {
                 constexpr int Rows = decltype(r)::value;
-                for (int s0 = 0; s0 < count; s0 += kFcSamples)
-                    with_count<kFcSamples>(count - s0 < kFcSamples ? count - s0 : kFcSamples, [&](auto samples) {
+                for (int s0 = 0; s0 < count; s0 += kFcFwdSamples)
+                    with_count<kFcFwdSamples>(count - s0 < kFcFwdSamples ? count - s0 : kFcFwdSamples, [&](auto samples) {
                         fc_forward_block<Rows, decltype(samples)::value>(I, O, W, b, in, out, o, s0, i0, i1);
                     });
             };
             int o = 0;
-            for (; o + kFcRows <= O; o += kFcRows) rows(o, std::integral_constant<int, kFcRows>{});
+            for (; o + kFcFwdRows <= O; o += kFcFwdRows) rows(o, std::integral_constant<int, kFcFwdRows>{});
             for (; o < O; ++o) rows(o, std::integral_constant<int, 1>{});
         }
         activate(l, out, count * O);
@@ -633,7 +637,7 @@ struct SimdLayers {
         for (int s = 0; s < count; ++s) {
             F x[R];
             LENET5_UNROLL for (int v = 0; v < R; ++v)
-                x[v] = load_block<R>(in + static_cast<ptrdiff_t>(s) * I + i0 + v * N, v, last);
+                x[v] = kept(load_block<R>(in + static_cast<ptrdiff_t>(s) * I + i0 + v * N, v, last));
             LENET5_UNROLL for (int r = 0; r < Rows; ++r) {
                 const F dv = V::set1(d[s * O + o0 + r]);
                 LENET5_UNROLL for (int v = 0; v < R; ++v) acc[r][v] = V::fma(dv, x[v], acc[r][v]);
@@ -652,7 +656,7 @@ struct SimdLayers {
         for (int o = 0; o < O; ++o) {
             F w[R];
             LENET5_UNROLL for (int v = 0; v < R; ++v)
-                w[v] = load_block<R>(W + static_cast<ptrdiff_t>(o) * I + i0 + v * N, v, last);
+                w[v] = kept(load_block<R>(W + static_cast<ptrdiff_t>(o) * I + i0 + v * N, v, last));
             LENET5_UNROLL for (int s = 0; s < S; ++s) {
                 const F dv = V::set1(d[(s0 + s) * O + o]);
                 LENET5_UNROLL for (int v = 0; v < R; ++v) acc[s][v] = V::fma(dv, w[v], acc[s][v]);
