@@ -48,8 +48,8 @@ private:
     size_t size_ = 0;
 };
 
-thread_local Scratch<float> tls_input, tls_work, tls_padded, tls_din;
-thread_local Scratch<int32_t> tls_conns;
+thread_local Scratch<float> tls_input, tls_work, tls_padded, tls_din, tls_taps;
+thread_local Scratch<int32_t> tls_feeds;
 
 // Calls fn(std::integral_constant<int, n>) for 1 <= n <= Max, so register
 // blocks get a compile-time size (their accumulators then live in registers).
@@ -95,6 +95,15 @@ struct SimdLayers {
             V::store(p, v);
         else if (n > 0)
             V::store(p, v, V::first(n));
+    }
+
+    // A load kept in a register: the compiler would fold it into each fma that uses it (one
+    // load per use), and in the convolutions loads, not fmas, are the limit (Zen 3: 1.3x).
+    static F load_once(const float* p) { return kept(V::load(p)); }
+    static F load_once_n(const float* p, int n) { return kept(load_n(p, n)); }
+    static F kept(F x) {
+        asm("" : "+v"(x));
+        return x;
     }
 
     // n vectors covered by `count` register blocks of `size` (<= max) vectors,
@@ -217,112 +226,114 @@ struct SimdLayers {
     // vector covers N output positions whatever the map width. Columns x >= OW are
     // dropped (forward) or held at zero (backward); P = (OH-1)*IW + OW positions.
 
-    // Register blocks for output maps that read the same input maps (all of a dense
-    // layer's, such as C1): one load of an input vector serves kMaps maps.
-    static constexpr int kMaps = V::kRegs >= 32 ? 6 : 3, kMapVectors = V::kRegs >= 32 ? 4 : 3;
+    // The connections grouped by input map: those from map i are conn[begin[i] .. begin[i+1]),
+    // in connection order. Both passes run over these groups, so that one load of an input
+    // vector serves every output map it feeds in a register block (LeNet-5's C3: 10 maps).
+    struct Feeds {
+        const int32_t* begin;
+        const int32_t* conn;
+    };
+    static Feeds feeds(const LayerSpec& l) {
+        int32_t* begin = tls_feeds.get(static_cast<size_t>(l.in.c + 1 + l.connections()));
+        int32_t* conn = begin + l.in.c + 1;
+        for (int i = 0; i <= l.in.c; ++i) begin[i] = 0;
+        for (int j = 0; j < l.connections(); ++j) ++begin[l.conn_in[j] + 1];
+        for (int i = 0; i < l.in.c; ++i) begin[i + 1] += begin[i];
+        for (int i = 0; i < l.in.c; ++i)  // a counting sort, stable: connection order within a map
+            for (int j = 0, k = begin[i]; j < l.connections(); ++j)
+                if (l.conn_in[j] == i) conn[k++] = j;
+        return {begin, conn};
+    }
+
+    // Calls group(first, count) over n items in balanced groups of at most Max.
+    template <int Max, class Group>
+    static void in_groups(int n, Group&& group) {
+        const int groups = (n + Max - 1) / Max;
+        for (int g = 0; g < groups; ++g) {
+            const int b = n * g / groups, e = n * (g + 1) / groups;
+            with_count<Max>(e - b, [&](auto count) { group(b, count); });
+        }
+    }
+
+    // Forward register blocks: M maps fed by one input map x kFwdAcc/M vectors of positions.
+    static constexpr int kFwdAcc = V::kRegs >= 32 ? 24 : 12, kFwdMaps = V::kRegs >= 32 ? 8 : 6;
+    // Weight-gradient register blocks: M maps x the K taps of a kernel row, with M output-gradient
+    // vectors and an input vector beside them.
     template <int K>
     static constexpr int kGradMaps = (V::kRegs - 1) / (K + 1) < 3 ? (V::kRegs - 1) / (K + 1) : 3;
 
-    // How many maps from o on read the same input maps as o.
-    static int maps_sharing_inputs(const LayerSpec& l, int o) {
-        const int first = l.conn_begin[o], n = l.conn_begin[o + 1] - first;
-        int m = 1;
-        for (; o + m < l.out.c; ++m) {
-            const int b = l.conn_begin[o + m];
-            if (l.conn_begin[o + m + 1] - b != n) break;
-            int k = 0;
-            while (k < n && l.conn_in[b + k] == l.conn_in[first + k]) ++k;
-            if (k < n) break;
-        }
-        return m;
-    }
-
     // in [C][IH][IW] (`is`: the layer's input, or its zero-padded copy) -> out [OC][OH][OW]:
     // out[o] = act(b[o] + sum over connections j of o of W[j] (KxK) correlated with in[conn_in[j]]).
+    // The wide sums of every map are accumulated in memory, input map after input map; a block
+    // of M maps x R vectors stays in registers over the K*K taps of one input map, which load
+    // R input vectors and broadcast M weights per M*R fmas.
     template <int K>
     static void conv_forward(const LayerSpec& l, const Shape& is, const float* params, const float* in, float* out) {
-        const int IW = is.w, IHW = is.h * is.w, OH = l.out.h, OW = l.out.w;
+        const int IW = is.w, IHW = is.h * is.w, OH = l.out.h, OW = l.out.w, O = l.out.size();
         const int P = (OH - 1) * IW + OW, nv = vectors(P);
-        const Blocks bl = blocks(nv);
-        const int span = bl.count * bl.size * N;                                  // wide positions, one map
-        const int mspan = (nv + kMapVectors - 1) / kMapVectors * kMapVectors * N;  // kMaps maps at once
-        const int reach = span > mspan ? span : mspan, stride = reach + N;  // + N: compaction reads whole vectors
-        // The last tap of the last vector reads reach - P floats past the input.
-        const float* src = padded(in, is.c * IHW, reach - P);
-        float* wide = tls_work.get(static_cast<size_t>(kMaps * stride));
+        // A block runs whole: up to kFwdAcc - 1 vectors past the grid, + N for the compaction.
+        const int reach = (nv + kFwdAcc) * N, stride = reach + N;
+        const float* src = padded(in, is.c * IHW, reach - P);  // the last tap of the last vector reads this far
+        float* wide = tls_work.get(static_cast<size_t>(l.out.c * stride));
         const float* W = params + l.weight_offset;
         const float* bias = params + l.bias_offset;
-        auto compact = [&](const float* w, int o) {  // wide rows -> out[o] [OH][OW]
-            float* dst = out + o * OH * OW;
-            for (int y = 0; y < OH; ++y)
-                for (int x0 = 0; x0 < OW; x0 += N) store_n(dst + y * OW + x0, V::load(w + y * IW + x0), OW - x0);
-        };
-        for (int o = 0; o < l.out.c;) {
-            if (maps_sharing_inputs(l, o) >= kMaps) {
-                conv_forward_maps<K>(l, is, W, bias, src, o, mspan, wide, stride);
-                for (int m = 0; m < kMaps; ++m) compact(wide + m * stride, o + m);
-                o += kMaps;
-                continue;
-            }
-            with_count<V::kBlock>(bl.size, [&](auto block) {
-                constexpr int R = decltype(block)::value;
-                for (int p0 = 0; p0 < span; p0 += R * N) {
-                    F acc[R];
-                    LENET5_UNROLL for (int r = 0; r < R; ++r) acc[r] = V::set1(bias[o]);
-                    for (int j = l.conn_begin[o]; j < l.conn_begin[o + 1]; ++j) {
-                        const float* s = src + l.conn_in[j] * IHW + p0;
-                        const float* w = W + j * K * K;
-                        for (int ky = 0; ky < K; ++ky)
-                            LENET5_UNROLL for (int kx = 0; kx < K; ++kx) {
-                                const F wv = V::set1(w[ky * K + kx]);
-                                const float* t = s + ky * IW + kx;
-                                LENET5_UNROLL for (int r = 0; r < R; ++r)
-                                    acc[r] = V::fma(V::load(t + r * N), wv, acc[r]);
-                            }
-                    }
-                    LENET5_UNROLL for (int r = 0; r < R; ++r) V::store(wide + p0 + r * N, acc[r]);
-                }
-            });
-            compact(wide, o);
-            ++o;
+        const Feeds f = feeds(l);
+        for (int o = 0; o < l.out.c; ++o) {  // every map starts from its bias
+            const F b = V::set1(bias[o]);
+            for (int p = 0; p < (nv + 1) * N; p += N) V::store(wide + o * stride + p, b);  // what the compaction reads
         }
-        activate(l, out, l.out.size());
+        for (int i = 0; i < l.in.c; ++i)
+            in_groups<kFwdMaps>(f.begin[i + 1] - f.begin[i], [&](int first, auto maps) {
+                conv_forward_block<K, decltype(maps)::value>(l, f.conn + f.begin[i] + first, src + i * IHW, IW, W, nv,
+                                                            wide, stride);
+            });
+        // The wide rows -> out, activated. Whole vectors: what spills past a row's end is
+        // rewritten by the rows after it; only the very last vector is cut at the buffer's end.
+        for (int o = 0; o < l.out.c; ++o)
+            for (int y = 0; y < OH; ++y)
+                for (int x0 = 0; x0 < OW; x0 += N) {
+                    const int at = (o * OH + y) * OW + x0;
+                    store_n(out + at, activation(l.activation, V::load(wide + o * stride + y * IW + x0)), O - at);
+                }
     }
 
-    // The wide outputs of the kMaps maps from o0, which read the same input maps,
-    // into wide + m*stride: kMaps x kMapVectors accumulators per block of positions.
-    template <int K>
-    static void conv_forward_maps(const LayerSpec& l, const Shape& is, const float* W, const float* bias,
-                                  const float* src, int o0, int mspan, float* wide, int stride) {
-        constexpr int M = kMaps, R = kMapVectors;
-        const int IW = is.w, IHW = is.h * is.w, conns = l.conn_begin[o0 + 1] - l.conn_begin[o0];
-        for (int p0 = 0; p0 < mspan; p0 += R * N) {
+    // wide[conn_out[j]] += W[j] correlated with s, for the M connections j in conn (all from s).
+    template <int K, int M>
+    static void conv_forward_block(const LayerSpec& l, const int32_t* conn, const float* s, int IW, const float* W,
+                                   int nv, float* wide, int stride) {
+        constexpr int R = kFwdAcc / M;
+        float* dst[M];
+        const float* w[M];
+        LENET5_UNROLL for (int m = 0; m < M; ++m) {
+            dst[m] = wide + l.conn_out[conn[m]] * stride;
+            w[m] = W + conn[m] * K * K;
+        }
+        for (int p0 = 0; p0 < nv * N; p0 += R * N) {
             F acc[M][R];
             LENET5_UNROLL for (int m = 0; m < M; ++m)
-                LENET5_UNROLL for (int r = 0; r < R; ++r) acc[m][r] = V::set1(bias[o0 + m]);
-            for (int c = 0; c < conns; ++c) {
-                const float* s = src + l.conn_in[l.conn_begin[o0] + c] * IHW + p0;
-                const float* w[M];
-                LENET5_UNROLL for (int m = 0; m < M; ++m) w[m] = W + (l.conn_begin[o0 + m] + c) * K * K;
-                for (int ky = 0; ky < K; ++ky)
-                    LENET5_UNROLL for (int kx = 0; kx < K; ++kx) {
-                        F x[R];
-                        LENET5_UNROLL for (int r = 0; r < R; ++r) x[r] = V::load(s + ky * IW + kx + r * N);
-                        LENET5_UNROLL for (int m = 0; m < M; ++m) {
-                            const F wv = V::set1(w[m][ky * K + kx]);
-                            LENET5_UNROLL for (int r = 0; r < R; ++r) acc[m][r] = V::fma(x[r], wv, acc[m][r]);
-                        }
+                LENET5_UNROLL for (int r = 0; r < R; ++r) acc[m][r] = V::load(dst[m] + p0 + r * N);
+            for (int ky = 0; ky < K; ++ky)
+                LENET5_UNROLL for (int kx = 0; kx < K; ++kx) {
+                    F x[R];
+                    LENET5_UNROLL for (int r = 0; r < R; ++r) x[r] = load_once(s + p0 + ky * IW + kx + r * N);
+                    LENET5_UNROLL for (int m = 0; m < M; ++m) {
+                        const F wv = V::set1(w[m][ky * K + kx]);
+                        LENET5_UNROLL for (int r = 0; r < R; ++r) acc[m][r] = V::fma(x[r], wv, acc[m][r]);
                     }
-            }
+                }
             LENET5_UNROLL for (int m = 0; m < M; ++m)
-                LENET5_UNROLL for (int r = 0; r < R; ++r) V::store(wide + m * stride + p0 + r * N, acc[m][r]);
+                LENET5_UNROLL for (int r = 0; r < R; ++r) V::store(dst[m] + p0 + r * N, acc[m][r]);
         }
     }
 
-    // Weight gradients of row ky for the M maps from one that read the same input s:
-    // gw[m][ky][kx] += sum_p d[m][p] * s[p + ky*IW + kx]; each input vector serves M maps.
+    // The weight gradients below leave each tap's sum as a vector of N partial sums, gv[j][ky][kx]
+    // (N floats each), and add_tap_sums() adds them all into gW at the end: full-vector stores
+    // in the inner kernels, and the horizontal sums N taps at a time.
+
+    // Row ky of the M connections in gv (all reading the input s):
+    // gv[m][ky][kx] = sum_p d[m][p] * s[p + ky*IW + kx]; each input vector serves M maps.
     template <int K, int M>
-    static void conv_weight_grad_maps(const float* const* d, const float* s, int np, int IW, int ky, float* const* gw) {
+    static void conv_weight_grad_maps(const float* const* d, const float* s, int np, int IW, int ky, float* const* gv) {
         F acc[M][K];
         LENET5_UNROLL for (int m = 0; m < M; ++m) LENET5_UNROLL for (int kx = 0; kx < K; ++kx) acc[m][kx] = V::zero();
         for (int c = 0; c < np * N; c += N) {
@@ -330,17 +341,18 @@ struct SimdLayers {
             LENET5_UNROLL for (int m = 0; m < M; ++m) dv[m] = V::load(d[m] + c);
             const float* t = s + c + ky * IW;
             LENET5_UNROLL for (int kx = 0; kx < K; ++kx) {
-                const F x = V::load(t + kx);
+                const F x = load_once(t + kx);
                 LENET5_UNROLL for (int m = 0; m < M; ++m) acc[m][kx] = V::fma(dv[m], x, acc[m][kx]);
             }
         }
-        for (int m = 0; m < M; ++m) add_sums(acc[m], K, gw[m] + ky * K);
+        LENET5_UNROLL for (int m = 0; m < M; ++m)
+            LENET5_UNROLL for (int kx = 0; kx < K; ++kx) V::store(gv[m] + (ky * K + kx) * N, acc[m][kx]);
     }
 
-    // gW[ky0+ty][kx] += sum_p d[p] * s[p + (ky0+ty)*IW + kx] for ty < Rows: Rows*K
-    // accumulators over the np vectors of the wide grid, then one sum each.
+    // Rows ky0 .. ky0+Rows of one connection in gv: Rows*K accumulators over the np vectors of
+    // the wide grid.
     template <int K, int Rows>
-    static void conv_weight_grad_rows(const float* d, const float* s, int np, int IW, int ky0, float* gw) {
+    static void conv_weight_grad_rows(const float* d, const float* s, int np, int IW, int ky0, float* gv) {
         F acc[Rows][K];
         LENET5_UNROLL for (int ty = 0; ty < Rows; ++ty)
             LENET5_UNROLL for (int kx = 0; kx < K; ++kx) acc[ty][kx] = V::zero();
@@ -351,14 +363,15 @@ struct SimdLayers {
                 LENET5_UNROLL for (int kx = 0; kx < K; ++kx) acc[ty][kx] = V::fma(dv, V::load(t + kx), acc[ty][kx]);
             }
         }
-        add_sums(&acc[0][0], Rows * K, gw + ky0 * K);
+        LENET5_UNROLL for (int ty = 0; ty < Rows; ++ty)
+            LENET5_UNROLL for (int kx = 0; kx < K; ++kx) V::store(gv + ((ky0 + ty) * K + kx) * N, acc[ty][kx]);
     }
 
-    // dst[k] += the sum of v[k]'s lanes, k < n; N sums at a time by V::sums.
-    static void add_sums(const F* v, int n, float* dst) {
+    // dst[k] += the sum of the N lanes at v + k*N, k < n; N sums at a time by V::sums.
+    static void add_tap_sums(const float* v, int n, float* dst) {
         for (int g = 0; g < n; g += N) {
             F part[N];
-            for (int k = 0; k < N; ++k) part[k] = g + k < n ? v[g + k] : V::zero();
+            for (int k = 0; k < N; ++k) part[k] = g + k < n ? V::load(v + (g + k) * N) : V::zero();
             store_n(dst + g, V::add(load_n(dst + g, n - g), V::sums(part)), n - g);
         }
     }
@@ -398,35 +411,37 @@ struct SimdLayers {
             grads[l.bias_offset + o] += V::sum(bsum);
         }
 
-        // 2. Weight gradients: gW[j][ky][kx] = sum_p dwide[o][p] * in[i][p + ky*IW + kx].
-        // As many kernel rows per pass as the registers hold (all five with AVX-512).
+        // 2. Weight gradients: gW[j][ky][kx] = sum_p dwide[o][p] * in[i][p + ky*IW + kx], over the
+        // connections from each input map i in groups that share its loads. A lone one instead takes
+        // as many kernel rows per pass as the registers hold (all five with AVX-512).
         const float* src = padded(in, is.c * IHW, np * N - P);
         constexpr int kRows = (V::kRegs - 3) / K < K ? (V::kRegs - 3) / K : K;
         static_assert(kRows >= 1, "kernel too wide for the register file");
-        constexpr int kM = kGradMaps<K>;
-        for (int o = 0; o < l.out.c;) {
-            const int maps = kM > 1 && maps_sharing_inputs(l, o) >= kM ? kM : 1;
-            for (int j = l.conn_begin[o]; j < l.conn_begin[o + 1]; ++j) {
-                const float* s = src + l.conn_in[j] * IHW;
-                if (maps == 1) {
-                    const float* d = dwide_all + o * stride + front;
-                    float* gw = gW + j * K * K;
+        const Feeds f = feeds(l);
+        float* gv = tls_taps.get(static_cast<size_t>(l.connections() * K * K * N));
+        for (int i = 0; i < is.c; ++i) {
+            const float* s = src + i * IHW;
+            in_groups<kGradMaps<K>>(f.begin[i + 1] - f.begin[i], [&](int first, auto maps) {
+                constexpr int M = decltype(maps)::value;
+                const int32_t* conn = f.conn + f.begin[i] + first;
+                if constexpr (M == 1) {
+                    const float* d = dwide_all + l.conn_out[conn[0]] * stride + front;
+                    float* gw = gv + conn[0] * K * K * N;
                     int ky0 = 0;
                     for (; ky0 + kRows <= K; ky0 += kRows) conv_weight_grad_rows<K, kRows>(d, s, np, IW, ky0, gw);
                     if constexpr (K % kRows != 0) conv_weight_grad_rows<K, K % kRows>(d, s, np, IW, ky0, gw);
-                } else if constexpr (kM > 1) {
-                    // The same connection (same input) of each of the kM maps.
-                    const float* d[kM];
-                    float* gw[kM];
-                    for (int m = 0; m < kM; ++m) {
-                        d[m] = dwide_all + (o + m) * stride + front;
-                        gw[m] = gW + (l.conn_begin[o + m] + j - l.conn_begin[o]) * K * K;
+                } else {
+                    const float* d[M];
+                    float* gw[M];
+                    for (int m = 0; m < M; ++m) {
+                        d[m] = dwide_all + l.conn_out[conn[m]] * stride + front;
+                        gw[m] = gv + conn[m] * K * K * N;
                     }
-                    for (int ky = 0; ky < K; ++ky) conv_weight_grad_maps<K, kM>(d, s, np, IW, ky, gw);
+                    for (int ky = 0; ky < K; ++ky) conv_weight_grad_maps<K, M>(d, s, np, IW, ky, gw);
                 }
-            }
-            o += maps;
+            });
         }
+        add_tap_sums(gv, l.connections() * K * K, gW);
 
         // 3. Input gradient, by rows: d[o] row y, shifted by kx, times W[j][ky][kx] adds to
         // din row y+ky (the zero columns x >= OW of the row before supply the left edge).
@@ -434,13 +449,9 @@ struct SimdLayers {
         // constant once y is unrolled by K); din row y is complete once d row y is done.
         // Each d vector loaded serves K taps, and no tap reads a row of zeros.
         if (!din) return;
-        int32_t* feeds = tls_conns.get(static_cast<size_t>(l.connections()));  // the connections from map i
         with_count<kDinCols>(cols.size, [&](auto count) {
             constexpr int C = decltype(count)::value;
             for (int i = 0; i < is.c; ++i) {
-                int nfeeds = 0;
-                for (int j = 0; j < l.connections(); ++j)
-                    if (l.conn_in[j] == i) feeds[nfeeds++] = j;
                 for (int c0 = 0; c0 < cspan; c0 += C * N) {
                     float* dst = din + i * IHW + c0;
                     auto store_row = [&](const F* row, int y) {
@@ -454,13 +465,13 @@ struct SimdLayers {
                         LENET5_UNROLL for (int yy = 0; yy < K; ++yy) {
                             const int y = y0 + yy;
                             if (y >= OH) continue;
-                            for (int f = 0; f < nfeeds; ++f) {
-                                const int j = feeds[f];
+                            for (int k = f.begin[i]; k < f.begin[i + 1]; ++k) {
+                                const int j = f.conn[k];
                                 const float* d = dwide_all + l.conn_out[j] * stride + front + y * IW + c0;
                                 const float* w = W + j * K * K;
                                 LENET5_UNROLL for (int kx = 0; kx < K; ++kx) {
                                     F dv[C];
-                                    LENET5_UNROLL for (int v = 0; v < C; ++v) dv[v] = V::load(d - kx + v * N);
+                                    LENET5_UNROLL for (int v = 0; v < C; ++v) dv[v] = load_once(d - kx + v * N);
                                     LENET5_UNROLL for (int ky = 0; ky < K; ++ky) {
                                         const F wv = V::set1(w[ky * K + kx]);
                                         F* a = acc[(yy + ky) % K];
@@ -532,6 +543,9 @@ struct SimdLayers {
 
     static constexpr bool kBig = V::kRegs >= 32;
     static constexpr int kFcRows = kBig ? 4 : 2, kFcSamples = kBig ? 5 : 3, kFcVectors = kBig ? 5 : 3;
+    // The forward pass keeps 4 rows' weight vectors in registers beside 4 x 3 accumulators (C5 on
+    // AVX2: 1.5x over 2 x 3, which left the fma latency exposed).
+    static constexpr int kFcFwdRows = 4, kFcFwdSamples = kBig ? 5 : 3;
 
     // Vector r of a block whose last vector (r == R-1) has `last` lanes: an int, or
     // std::integral_constant<int, N> for a block of whole vectors (no masks then).
@@ -570,7 +584,7 @@ struct SimdLayers {
             F w[Rows];
             LENET5_UNROLL for (int r = 0; r < Rows; ++r) w[r] = load_n(W + static_cast<ptrdiff_t>(o0 + r) * I + i, n);
             LENET5_UNROLL for (int s = 0; s < S; ++s) {
-                const F x = load_n(in + static_cast<ptrdiff_t>(s0 + s) * I + i, n);
+                const F x = load_once_n(in + static_cast<ptrdiff_t>(s0 + s) * I + i, n);
                 LENET5_UNROLL for (int r = 0; r < Rows; ++r) acc[s][r] = V::fma(w[r], x, acc[s][r]);
             }
         };
@@ -600,13 +614,13 @@ struct SimdLayers {
             const int i1 = i0 + chunk < I ? i0 + chunk : I;
             auto rows = [&](int o, auto r) {
                 constexpr int Rows = decltype(r)::value;
-                for (int s0 = 0; s0 < count; s0 += kFcSamples)
-                    with_count<kFcSamples>(count - s0 < kFcSamples ? count - s0 : kFcSamples, [&](auto samples) {
+                for (int s0 = 0; s0 < count; s0 += kFcFwdSamples)
+                    with_count<kFcFwdSamples>(count - s0 < kFcFwdSamples ? count - s0 : kFcFwdSamples, [&](auto samples) {
                         fc_forward_block<Rows, decltype(samples)::value>(I, O, W, b, in, out, o, s0, i0, i1);
                     });
             };
             int o = 0;
-            for (; o + kFcRows <= O; o += kFcRows) rows(o, std::integral_constant<int, kFcRows>{});
+            for (; o + kFcFwdRows <= O; o += kFcFwdRows) rows(o, std::integral_constant<int, kFcFwdRows>{});
             for (; o < O; ++o) rows(o, std::integral_constant<int, 1>{});
         }
         activate(l, out, count * O);
@@ -623,7 +637,7 @@ struct SimdLayers {
         for (int s = 0; s < count; ++s) {
             F x[R];
             LENET5_UNROLL for (int v = 0; v < R; ++v)
-                x[v] = load_block<R>(in + static_cast<ptrdiff_t>(s) * I + i0 + v * N, v, last);
+                x[v] = kept(load_block<R>(in + static_cast<ptrdiff_t>(s) * I + i0 + v * N, v, last));
             LENET5_UNROLL for (int r = 0; r < Rows; ++r) {
                 const F dv = V::set1(d[s * O + o0 + r]);
                 LENET5_UNROLL for (int v = 0; v < R; ++v) acc[r][v] = V::fma(dv, x[v], acc[r][v]);
@@ -642,7 +656,7 @@ struct SimdLayers {
         for (int o = 0; o < O; ++o) {
             F w[R];
             LENET5_UNROLL for (int v = 0; v < R; ++v)
-                w[v] = load_block<R>(W + static_cast<ptrdiff_t>(o) * I + i0 + v * N, v, last);
+                w[v] = kept(load_block<R>(W + static_cast<ptrdiff_t>(o) * I + i0 + v * N, v, last));
             LENET5_UNROLL for (int s = 0; s < S; ++s) {
                 const F dv = V::set1(d[(s0 + s) * O + o]);
                 LENET5_UNROLL for (int v = 0; v < R; ++v) acc[s][v] = V::fma(dv, w[v], acc[s][v]);
