@@ -171,6 +171,19 @@ TEST(KernelLab, ASyntaxErrorGivesTheCompilersLogWithFileAndLine) {
     EXPECT_NE(error.find(dir + "/update.cl:" + std::to_string(line) + ":"), std::string::npos) << r.err;
 }
 
+#ifdef LENET5_HAVE_OPENCL
+// NVIDIA's compiler numbers the lines of the whole program and ignores #line: its references are
+// mapped to the file and line the directives give; a log that names files is left alone.
+TEST(KernelLab, WholeProgramLinesInABuildLogBecomeFileLines) {
+    const std::string source = "int generated;\n#line 1 \"lab/a.cl\"\nint a;\nint b\n#line 1 \"lab/update.cl\"\nx y;\n";
+    EXPECT_EQ(log_with_file_lines(source, "<kernel>:4:6: error: expected ';' | <kernel>:6:1: error: unknown type 'x'"),
+              "lab/a.cl:2:6: error: expected ';' | lab/update.cl:1:1: error: unknown type 'x'");
+    EXPECT_EQ(log_with_file_lines(source, "<kernel>:1:5: error: here"), "<kernel>:1:5: error: here");  // before any file
+    EXPECT_EQ(log_with_file_lines(source, "<kernel>:99:1: beyond"), "<kernel>:99:1: beyond");
+    EXPECT_EQ(log_with_file_lines(source, "lab/update.cl:1:1: error"), "lab/update.cl:1:1: error");
+}
+#endif
+
 // The same bits as the embedded kernels: the checkpoints of two runs are byte for byte the same. A
 // dump with a wrong line, through the same flag, gives other bits (the flag really loads the folder).
 TEST(KernelLab, TrainingFromTheDumpGivesTheSameBits) {

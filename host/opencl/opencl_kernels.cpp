@@ -101,6 +101,33 @@ std::string opencl_kernel_file(const std::string& name) {
     throw Error("there is no OpenCL kernel file " + name);
 }
 
+std::string log_with_file_lines(const std::string& source, const std::string& log) {
+    // Each line of the program: the file and line its nearest #line directive above makes it.
+    std::vector<std::string> where;
+    std::string label = "<kernel>";
+    int number = 0;
+    const std::regex directive("^#line\\s+(\\d+)\\s+\"([^\"]*)\"");
+    std::istringstream lines(source);
+    for (std::string line; std::getline(lines, line);) {
+        where.push_back(label + ":" + std::to_string(++number));
+        std::smatch m;
+        if (std::regex_search(line, m, directive)) {
+            label = m[2];
+            number = std::stoi(m[1]) - 1;
+        }
+    }
+    const std::regex reference("<kernel>:(\\d+):");
+    std::string out;
+    auto begin = log.cbegin();
+    for (std::sregex_iterator it(log.begin(), log.end(), reference), end; it != end; ++it) {
+        const size_t line = std::stoul((*it)[1]);
+        out.append(begin, (*it)[0].first);
+        out += line >= 1 && line <= where.size() ? where[line - 1] + ":" : it->str();
+        begin = (*it)[0].second;
+    }
+    return out.append(begin, log.cend());
+}
+
 std::string kernel_definition(const std::string& function) {
     // `void NAME(` after __kernel and its attributes, or a macro that defines it: `MACRO(NAME, ...)`.
     const std::regex definition("\\bvoid\\s+" + function + "\\s*\\(|^\\s*[A-Z_][A-Z0-9_]*\\(" + function + "\\s*,");

@@ -44,6 +44,11 @@ std::string kernel_folder();
 std::string opencl_kernel_source();                        // all of them, in order
 std::string opencl_kernel_file(const std::string& name);  // one; Error when there is no such file
 
+// `log` (a build log of `source`) with each `<kernel>:LINE:` that names a line of the whole program,
+// as NVIDIA's compiler does (it ignores #line), rewritten as the FILE:LINE the source's #line
+// directives give that line. Logs that name files already (PoCL's) come back unchanged.
+std::string log_with_file_lines(const std::string& source, const std::string& log);
+
 // Where `function` is defined (`__kernel void function(`) in the files in use: "file:line", or ""
 // when no file defines it.
 std::string kernel_definition(const std::string& function);

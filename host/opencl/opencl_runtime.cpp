@@ -6,6 +6,7 @@
 
 #include "train/mpi_world.h"
 #include "opencl/opencl_backend.h"
+#include "opencl/opencl_kernels.h"
 
 namespace lenet5 {
 
@@ -144,7 +145,7 @@ cl::Program build_program(const cl::Context& context, const cl::Device& device, 
             program.build({device}, options.c_str());
         } catch (const cl::Error& e) {
             if (e.err() != CL_BUILD_PROGRAM_FAILURE) throw;
-            std::string log = program.getBuildInfo<CL_PROGRAM_BUILD_LOG>(device);
+            std::string log = log_with_file_lines(source, program.getBuildInfo<CL_PROGRAM_BUILD_LOG>(device));
             while (!log.empty() && (log.back() == '\n' || log.back() == '\0')) log.pop_back();
             // The program reports errors on one line: the log's lines are joined with " | ".
             std::string joined;
