@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Two builds alternating on one GPU, to tell a regression from the machine's noise: LeNet-5 on
+# gpu-local at batch 64 and the CNN at batch 1024, 3 epochs each, two rounds. From a bundle
+# (bench/make_gpu_bundle.sh) and an older build's binary made the same way:
+#   bench/regress_gpu.sh BUNDLE_DIR OLD_BINARY
+# Prints, per build and run, the median wall ms of epochs 2-3 and the test accuracy after 3.
+bundle=${1:?usage: bench/regress_gpu.sh BUNDLE_DIR OLD_BINARY}; old=$(realpath "${2:?old binary}")
+cd "$bundle" || exit 1
+export LD_LIBRARY_PATH=$PWD/lib
+mkdir -p /etc/OpenCL/vendors
+[ -f /etc/OpenCL/vendors/nvidia.icd ] || echo libnvidia-opencl.so.1 > /etc/OpenCL/vendors/nvidia.icd
+dev=$(awk -F' [|] ' '$2 == "GPU"' <(./lenet5 devices) | grep -m1 -i nvidia | cut -d: -f1)
+[ -n "$dev" ] || { echo "regress_gpu.sh: error: no NVIDIA GPU in 'lenet5 devices'" >&2; exit 1; }
+echo "device $dev: $(./lenet5 devices | grep "^$dev:")"
+for round in 1 2; do
+    for which in old new; do
+        bin=./lenet5; [ $which = old ] && bin=$old
+        for m in "--batch 64" "--model cnn --batch 1024"; do
+            "$bin" train $m --variant gpu-local --device "$dev" --epochs 3 --data mnist --json /tmp/regress.json >/dev/null ||
+                exit 1
+            python3 -c "import json, statistics, sys
+r = json.load(open('/tmp/regress.json'))
+print('%s %-26s %.1f ms per epoch, %.2f%%' % (sys.argv[1], sys.argv[2],
+      statistics.median(e['wall_ms'] for e in r['epochs'][1:]), 100 * r['final_test_accuracy']))" "$which" "$m"
+        done
+    done
+done
