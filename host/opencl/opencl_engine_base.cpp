@@ -236,7 +236,10 @@ void OpenCLEngineBase::fetched(FlatBuffer which, size_t layer) {
 
 void OpenCLEngineBase::store(FlatBuffer which, size_t layer) {
     PinnedMirror& m = mirror(which);
-    cl_checked([&] { m.write(which == FlatBuffer::Gradients ? grads_ : params_, layer, storing_); });
+    cl_checked([&] {
+        m.write(which == FlatBuffer::Gradients ? grads_ : params_, layer, storing_);
+        rt_->flush();  // now, not when stored() waits: the next engine's writes go at the same time
+    });
 }
 
 void OpenCLEngineBase::stored(FlatBuffer which) {

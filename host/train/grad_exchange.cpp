@@ -93,10 +93,17 @@ void GradExchange::backward(size_t i, Engine& engine) {
 // Every read is enqueued before the first wait, so the device moves the lower buckets while the
 // upper ones are summed and sent.
 void GradExchange::contribute(size_t i) {
-    ExchangePort& port = *ports_[i];
-    for (const Bucket& b : buckets_) port.fetch(which_, b.layer);
+    fetch_all(i);
+    announce_fetched(i);
+}
+
+void GradExchange::fetch_all(size_t i) {
+    for (const Bucket& b : buckets_) ports_[i]->fetch(which_, b.layer);
+}
+
+void GradExchange::announce_fetched(size_t i) {
     for (const Bucket& b : buckets_) {
-        port.fetched(which_, b.layer);
+        ports_[i]->fetched(which_, b.layer);
         announce(b.layer);
     }
 }
@@ -222,7 +229,9 @@ void GradExchange::finish() {
 
 void GradExchange::run(FlatBuffer which, std::vector<float> weights) {
     begin(which, std::move(weights), false);
-    for (size_t i : contributors_) contribute(i);
+    // Every engine's reads first, so that several devices move their buckets at the same time.
+    for (size_t i : contributors_) fetch_all(i);
+    for (size_t i : contributors_) announce_fetched(i);
     finish();
 }
 

@@ -77,6 +77,8 @@ private:
         size_t layer, offset, count;  // count floats at `offset` of the flat layout
     };
     void contribute(size_t i);  // fetches and announces port i's every bucket
+    void fetch_all(size_t i);         // starts the reads of port i's every bucket
+    void announce_fetched(size_t i);  // waits for each and announces it
     void announce(size_t layer);
     void start(size_t b);
     void sum_locally(const Bucket& bucket, float* into, const std::vector<float*>& copies);
