@@ -2,10 +2,10 @@
 
 #include <sys/stat.h>
 
+#include <cctype>
 #include <filesystem>
 #include <memory>
 #include <mutex>
-#include <regex>
 #include <sstream>
 
 #include "common/error.h"
@@ -46,6 +46,61 @@ std::string with_line_marker(const std::string& label, const std::string& text) 
 
 std::string folder_path(const std::string& dir, const std::string& name) {
     return (std::filesystem::path(dir) / name).string();
+}
+
+// Moves `at` past spaces and tabs.
+void skip_blanks(const std::string& s, size_t& at) {
+    while (at < s.size() && (s[at] == ' ' || s[at] == '\t')) ++at;
+}
+
+// Whether `s` continues at `at` with `word` (then moves past it).
+bool take(const std::string& s, size_t& at, const std::string& word) {
+    if (s.compare(at, word.size(), word) != 0) return false;
+    at += word.size();
+    return true;
+}
+
+// `#line N "FILE"`: N and FILE.
+bool line_directive(const std::string& line, int& number, std::string& file) {
+    size_t at = 0;
+    if (!take(line, at, "#line")) return false;
+    const size_t digits = at;
+    skip_blanks(line, at);
+    if (at == digits) return false;
+    const size_t first = at;
+    while (at < line.size() && std::isdigit(static_cast<unsigned char>(line[at]))) ++at;
+    if (at == first || at - first > 9) return false;
+    number = std::stoi(line.substr(first, at - first));
+    skip_blanks(line, at);
+    const size_t close = at < line.size() && line[at] == '"' ? line.find('"', at + 1) : std::string::npos;
+    if (close == std::string::npos) return false;
+    file = line.substr(at + 1, close - at - 1);
+    return true;
+}
+
+bool is_identifier_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// Whether `line` defines `function`: `void NAME(` (after __kernel and its attributes), or a macro
+// that defines it, `MACRO(NAME, ...)` at the start of the line.
+bool defines(const std::string& line, const std::string& function) {
+    for (size_t v = line.find("void"); v != std::string::npos; v = line.find("void", v + 1)) {
+        if (v > 0 && is_identifier_char(line[v - 1])) continue;
+        size_t at = v + 4;
+        const size_t name = at;
+        skip_blanks(line, at);
+        if (at == name || !take(line, at, function)) continue;
+        skip_blanks(line, at);
+        if (at < line.size() && line[at] == '(') return true;
+    }
+    size_t at = 0;
+    skip_blanks(line, at);
+    const size_t macro = at;
+    while (at < line.size() && (std::isupper(static_cast<unsigned char>(line[at])) || line[at] == '_' ||
+                                (at > macro && std::isdigit(static_cast<unsigned char>(line[at])))))
+        ++at;
+    if (at == macro || !take(line, at, "(") || !take(line, at, function)) return false;
+    skip_blanks(line, at);
+    return at < line.size() && line[at] == ',';
 }
 
 }  // namespace
@@ -106,37 +161,41 @@ std::string log_with_file_lines(const std::string& source, const std::string& lo
     std::vector<std::string> where;
     std::string label = "<kernel>";
     int number = 0;
-    const std::regex directive("^#line\\s+(\\d+)\\s+\"([^\"]*)\"");
     std::istringstream lines(source);
     for (std::string line; std::getline(lines, line);) {
         where.push_back(label + ":" + std::to_string(++number));
-        std::smatch m;
-        if (std::regex_search(line, m, directive)) {
-            label = m[2];
-            number = std::stoi(m[1]) - 1;
+        int next = 0;
+        std::string file;
+        if (line_directive(line, next, file)) {
+            label = file;
+            number = next - 1;
         }
     }
-    const std::regex reference("<kernel>:(\\d+):");
+    const std::string tag = "<kernel>:";
     std::string out;
-    auto begin = log.cbegin();
-    for (std::sregex_iterator it(log.begin(), log.end(), reference), end; it != end; ++it) {
-        const size_t line = std::stoul((*it)[1]);
-        out.append(begin, (*it)[0].first);
-        out += line >= 1 && line <= where.size() ? where[line - 1] + ":" : it->str();
-        begin = (*it)[0].second;
+    size_t from = 0;
+    for (size_t at = log.find(tag); at != std::string::npos; at = log.find(tag, from)) {
+        const size_t digits = at + tag.size();
+        size_t stop = digits;
+        while (stop < log.size() && std::isdigit(static_cast<unsigned char>(log[stop]))) ++stop;
+        out.append(log, from, at - from);
+        const size_t line = stop > digits && stop - digits < 10 ? std::stoul(log.substr(digits, stop - digits)) : 0;
+        if (stop < log.size() && log[stop] == ':' && line >= 1 && line <= where.size())
+            out += where[line - 1];
+        else
+            out.append(log, at, stop - at);
+        from = stop;
     }
-    return out.append(begin, log.cend());
+    return out.append(log, from, std::string::npos);
 }
 
 std::string kernel_definition(const std::string& function) {
-    // `void NAME(` after __kernel and its attributes, or a macro that defines it: `MACRO(NAME, ...)`.
-    const std::regex definition("\\bvoid\\s+" + function + "\\s*\\(|^\\s*[A-Z_][A-Z0-9_]*\\(" + function + "\\s*,");
     for (const auto& f : active_set()->files) {
         std::istringstream lines(f.text);
         int number = 0;
         for (std::string line; std::getline(lines, line);) {
             ++number;
-            if (std::regex_search(line, definition)) return f.name + ":" + std::to_string(number);
+            if (defines(line, function)) return f.name + ":" + std::to_string(number);
         }
     }
     return "";
