@@ -15,7 +15,6 @@ struct Avx2 {
     using Mask = __m256i;  // the first n lanes of a remainder (maskload/maskstore)
     static constexpr int N = 8;
     static constexpr int kRegs = 16;
-    static constexpr int kBlock = 12;  // accumulators per register block
 
     static F zero() { return _mm256_setzero_ps(); }
     static F set1(float x) { return _mm256_set1_ps(x); }

@@ -32,7 +32,6 @@ struct Avx512 {
     using Mask = __mmask8;  // the first n lanes of a remainder; also a comparison result
     static constexpr int N = 8;
     static constexpr int kRegs = 32;
-    static constexpr int kBlock = 28;  // accumulators per register block
 
     static F zero() { return _mm256_setzero_ps(); }
     static F set1(float x) { return _mm256_set1_ps(x); }
@@ -102,7 +101,6 @@ struct Avx512Wide {
     using Mask = __mmask16;
     static constexpr int N = 16;
     static constexpr int kRegs = 32;
-    static constexpr int kBlock = 28;
 
     static F zero() { return _mm512_setzero_ps(); }
     static F set1(float x) { return _mm512_set1_ps(x); }

@@ -111,7 +111,7 @@ struct SimdLayers {
     struct Blocks {
         int count, size;
     };
-    static Blocks blocks(int n, int max = V::kBlock) {
+    static Blocks blocks(int n, int max) {
         const int count = (n + max - 1) / max;
         return {count, (n + count - 1) / count};
     }
