@@ -5,12 +5,12 @@
 # lenet5, mlp and cnn; a flipped sign in sample_layers.cl fails it naming the layer (exit 1); a
 # syntax error gives the compiler's log with file:line (exit 1); training from the dump gives the
 # embedded kernels' checkpoint byte for byte. Prints each step's last lines and a verdict.
-cd "${1:?usage: bench/kernel_lab_gpu.sh BUNDLE_DIR}"
+bench=$(dirname "$(realpath "$0")")
+cd "${1:?usage: bench/kernel_lab_gpu.sh BUNDLE_DIR}" || exit 1
 export LD_LIBRARY_PATH=$PWD/lib
 mkdir -p /etc/OpenCL/vendors
 [ -f /etc/OpenCL/vendors/nvidia.icd ] || echo libnvidia-opencl.so.1 > /etc/OpenCL/vendors/nvidia.icd
-dev=${LENET5_DEVICE:-$(awk -F' [|] ' '$2 == "GPU"' <(./lenet5 devices) | grep -m1 -i nvidia | cut -d: -f1)}
-[ -n "$dev" ] || { echo "kernel_lab_gpu.sh: error: no NVIDIA GPU in 'lenet5 devices'" >&2; exit 1; }
+dev=$("$bench/gpu_device.sh" ./lenet5) || exit 1
 echo "device $dev: $(./lenet5 devices | grep "^$dev:")"
 L=$(mktemp -d)
 ./lenet5 kernels --dump "$L/k" || exit 1

@@ -5,12 +5,12 @@
 #   bench/regress_gpu.sh BUNDLE_DIR OLD_BINARY
 # Prints, per build and run, the median wall ms of epochs 2-3 and the test accuracy after 3.
 bundle=${1:?usage: bench/regress_gpu.sh BUNDLE_DIR OLD_BINARY}; old=$(realpath "${2:?old binary}")
+bench=$(dirname "$(realpath "$0")")
 cd "$bundle" || exit 1
 export LD_LIBRARY_PATH=$PWD/lib
 mkdir -p /etc/OpenCL/vendors
 [ -f /etc/OpenCL/vendors/nvidia.icd ] || echo libnvidia-opencl.so.1 > /etc/OpenCL/vendors/nvidia.icd
-dev=$(awk -F' [|] ' '$2 == "GPU"' <(./lenet5 devices) | grep -m1 -i nvidia | cut -d: -f1)
-[ -n "$dev" ] || { echo "regress_gpu.sh: error: no NVIDIA GPU in 'lenet5 devices'" >&2; exit 1; }
+dev=$("$bench/gpu_device.sh" ./lenet5) || exit 1
 echo "device $dev: $(./lenet5 devices | grep "^$dev:")"
 for round in 1 2; do
     for which in old new; do

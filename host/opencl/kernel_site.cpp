@@ -2,13 +2,12 @@
 
 #include <sstream>
 
+#include "opencl/opencl_kernels.h"
+
 namespace lenet5 {
 namespace {
 
 void append(std::string& knobs, const std::string& knob) { knobs += (knobs.empty() ? "" : " ") + knob; }
-
-// The host's prefix: what comes before the first file's `#line 1 "..."` marker (opencl_kernels.h).
-std::string host_prefix(const std::string& source) { return source.substr(0, source.find("#line 1 \"")); }
 
 }  // namespace
 
@@ -21,7 +20,7 @@ KernelSite kernel_site(const cl::Kernel& kernel, const cl::Device& device) {
         std::istringstream options(program.getBuildInfo<CL_PROGRAM_BUILD_OPTIONS>(device));
         for (std::string word; options >> word;)
             if (word.rfind("-D", 0) == 0 && word.size() > 2) append(site.knobs, word.substr(2));
-        std::istringstream prefix(host_prefix(program.getInfo<CL_PROGRAM_SOURCE>()));
+        std::istringstream prefix(host_written_prefix(program.getInfo<CL_PROGRAM_SOURCE>()));
         for (std::string line; std::getline(prefix, line);) {
             std::istringstream words(line);
             std::string directive, name, value, rest;

@@ -40,8 +40,11 @@ std::shared_ptr<const KernelSet> active_set() {
     return g_folder_set ? g_folder_set : embedded_set();
 }
 
+// What begins each file in a program's source.
+constexpr const char* kFileMarker = "#line 1 \"";
+
 std::string with_line_marker(const std::string& label, const std::string& text) {
-    return "#line 1 \"" + label + "\"\n" + text + "\n";
+    return kFileMarker + label + "\"\n" + text + "\n";
 }
 
 std::string folder_path(const std::string& dir, const std::string& name) {
@@ -155,6 +158,8 @@ std::string opencl_kernel_file(const std::string& name) {
         if (set->files[i].name == name) return with_line_marker(set->labels[i], set->files[i].text);
     throw Error("there is no OpenCL kernel file " + name);
 }
+
+std::string host_written_prefix(const std::string& source) { return source.substr(0, source.find(kFileMarker)); }
 
 std::string log_with_file_lines(const std::string& source, const std::string& log) {
     // Each line of the program: the file and line its nearest #line directive above makes it.

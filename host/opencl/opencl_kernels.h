@@ -44,6 +44,10 @@ std::string kernel_folder();
 std::string opencl_kernel_source();                        // all of them, in order
 std::string opencl_kernel_file(const std::string& name);  // one; Error when there is no such file
 
+// What the host wrote before the first file in a program's `source` (e.g. the per-sample path's
+// #defines), or all of it when it holds no file.
+std::string host_written_prefix(const std::string& source);
+
 // `log` (a build log of `source`) with each `<kernel>:LINE:` that names a line of the whole program,
 // as NVIDIA's compiler does (it ignores #line), rewritten as the FILE:LINE the source's #line
 // directives give that line. Logs that name files already (PoCL's) come back unchanged.
