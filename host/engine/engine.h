@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/error.h"
 #include "engine/exchange_port.h"
 #include "io/mnist.h"
 #include "model/network.h"
@@ -98,10 +99,24 @@ public:
     // Under mpirun a collective: every rank calls it at the same point. A no-op elsewhere.
     virtual void sync_params() {}
 
+    // Inference (`lenet5 infer`): the forward pass alone over `count` network inputs given as floats,
+    // net.input.size() each, already scaled and placed as image_to_input places an image
+    // (preprocess.h), writing the last layer's outputs (logits for a softmax network) to `outputs`,
+    // count x net.layers.back().out.size() floats. Reads the current parameters; leaves the counters,
+    // gradients and momentum alone. With `layer_ms` (net.layers.size() entries), adds each layer's
+    // milliseconds to its entry: device time on OpenCL, a steady clock on the host.
+    // The host engines and the batch-level OpenCL engine run it (make_engine with
+    // EngineRequest::inference builds that one); the others throw Error.
+    virtual void infer(const float* inputs, int count, float* outputs, std::vector<double>* layer_ms);
+
     // For tests: the last forward's output of layer `layer` ([count][out.size()],
     // pre-softmax logits for the last layer), and the last backward's gradients.
     virtual std::vector<float> layer_output(size_t layer) = 0;
     virtual std::vector<float> gradients() = 0;
 };
+
+inline void Engine::infer(const float*, int, float*, std::vector<double>*) {
+    throw Error(variant() + ": this engine runs no inference");
+}
 
 }  // namespace lenet5

@@ -93,7 +93,7 @@ std::unique_ptr<Engine> make_engine(const Network& net, const EngineRequest& req
     }
 #endif
 #ifdef LENET5_HAVE_OPENCL
-    return make_opencl_engine(net, variant, request.device, request.group, request.batch, request.conv_algo);
+    return make_opencl_engine(net, variant, request.device, request.group, request.batch, request.conv_algo, request.inference);
 #else
     throw Error("variant '" + variant + "' is not built into this binary");
 #endif

@@ -34,7 +34,7 @@ bool per_sample_fits(const Network& net, MemoryVariant memory, const DeviceRunti
 }  // namespace
 
 std::unique_ptr<Engine> make_opencl_engine(const Network& net, const std::string& variant, int device, int group,
-                                           int batch, conv::ConvAlgo conv_algo) {
+                                           int batch, conv::ConvAlgo conv_algo, bool inference) {
     MemoryVariant memory;
     if (variant == "gpu") memory = MemoryVariant::Global;
     else if (variant == "gpu-constant") memory = MemoryVariant::Constant;
@@ -47,7 +47,8 @@ std::unique_ptr<Engine> make_opencl_engine(const Network& net, const std::string
     const std::string path = env ? env : "";
     if (!path.empty() && path != "batch" && path != "sample")
         throw Error("LENET5_OPENCL_PATH is '" + path + "'; it takes batch or sample");
-    if (path == "batch" || (path.empty() && !per_sample_fits(net, memory, *rt)))
+    // Inference runs on the batch-level engine: the per-sample one fuses each sample's training step.
+    if (inference || path == "batch" || (path.empty() && !per_sample_fits(net, memory, *rt)))
         return std::make_unique<OpenCLBatchEngine>(net, memory, std::move(rt), conv_algo);
     std::string origin = group ? "--group" : "default";
     if (!group && batch > 0) {

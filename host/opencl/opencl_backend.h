@@ -17,7 +17,8 @@ namespace lenet5 {
 // Throws Error when there is no such device or it lacks what the variant needs.
 // conv_algo: the batch-level engine's convolution algorithm (OpenCLBatchEngine).
 std::unique_ptr<Engine> make_opencl_engine(const Network& net, const std::string& variant, int device, int group,
-                                           int batch, conv::ConvAlgo conv_algo = conv::ConvAlgo::Auto);
+                                           int batch, conv::ConvAlgo conv_algo = conv::ConvAlgo::Auto,
+                                           bool inference = false);
 
 // True when some platform has a GPU (what `auto` looks for).
 bool opencl_gpu_available();
