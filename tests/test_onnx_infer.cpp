@@ -1,6 +1,7 @@
-// lenet5 infer (issue 13): the ONNX reader's shapes and errors, the .npy files, every variant
-// against the scalar `cpu` reference on hand-made graphs, and the small VGG-shaped model of
-// tests/data/onnx (bench/make_onnx_test_data.sh) against onnxruntime's and PyTorch's outputs.
+// lenet5 infer (issues 13 and 22): the ONNX reader's shapes and errors, the .npy files, ONNX files as
+// the Network every engine runs (Engine::infer) on every variant against the scalar `cpu` reference
+// on hand-made graphs, and the small VGG-shaped model of tests/data/onnx
+// (bench/make_onnx_test_data.sh) against onnxruntime's and PyTorch's outputs.
 #ifdef LENET5_HAVE_ONNX
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -14,8 +15,9 @@
 
 #include "cli_runner.h"
 #include "common/error.h"
-#include "infer/infer_runner.h"
+#include "engine/engine_factory.h"
 #include "io/npy.h"
+#include "io/onnx_import.h"
 #include "io/onnx_reader.h"
 #include "common/rng.h"
 
@@ -93,25 +95,39 @@ std::string error_of(const std::string& bytes, const std::string& dir = "") {
     return "(no error)";
 }
 
-std::unique_ptr<InferRunner> runner(const InferGraph& g, const std::string& variant, int batch) {
-    InferRequest r;
+// An ONNX file's network on `variant`'s engine, its weights set, planned for `batch` inputs.
+std::unique_ptr<Engine> engine(const Model& m, const std::string& variant, int batch) {
+    EngineRequest r;
     r.variant = variant;
     r.batch = batch;
-    return make_infer_runner(g, r);
+    r.inference = true;
+    auto e = make_engine(m.net, r);
+    e->set_params(m.weights);
+    return e;
 }
 
-// `count` images through `runner` in runs of `batch`.
-std::vector<float> run(const InferGraph& g, InferRunner& runner, const std::vector<float>& x, int count, int batch) {
-    const size_t in = size_t(g.values[g.input].size()), out = size_t(g.values[g.output].size());
+// `count` inputs through `e` in runs of `batch`.
+std::vector<float> run(const Model& m, Engine& e, const std::vector<float>& x, int count, int batch) {
+    const size_t in = size_t(m.net.input.size()), out = size_t(m.net.layers.back().out.size());
     std::vector<float> y(out * count);
-    for (int s = 0; s < count; s += batch)
-        runner.run(x.data() + s * in, std::min(batch, count - s), y.data() + s * out);
+    for (int s = 0; s < count; s += batch) e.infer(x.data() + s * in, std::min(batch, count - s), y.data() + s * out, nullptr);
     return y;
 }
 
-std::vector<float> random_images(const InferGraph& g, int count) {
+Model imported(const std::string& bytes) { return import_onnx(parse_onnx(bytes, "m.onnx", ""), "m.onnx"); }
+
+std::string import_error_of(const std::string& bytes) {
+    try {
+        imported(bytes);
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "(no error)";
+}
+
+std::vector<float> random_images(const Network& net, int count) {
     Rng rng(11);
-    std::vector<float> x(size_t(g.values[g.input].size()) * count);
+    std::vector<float> x(size_t(net.input.size()) * count);
     for (float& v : x) v = rng.uniform(-1.0f, 1.0f);
     return x;
 }
@@ -127,11 +143,10 @@ double worst_relative(const std::vector<float>& a, const std::vector<float>& b, 
     return worst;
 }
 
+// Every variant this build has but the reference.
 std::vector<std::string> variants() {
-    std::vector<std::string> v{"omp"};
-#ifdef LENET5_HAVE_OPENCL
-    for (const char* name : {"gpu", "gpu-constant", "gpu-local"}) v.push_back(name);
-#endif
+    std::vector<std::string> v = built_variants();
+    v.erase(std::find(v.begin(), v.end(), "cpu"));
     return v;
 }
 
@@ -189,96 +204,158 @@ std::string every_op_model() {
 }
 
 TEST(OnnxInfer, ReaderInfersEveryShapeAndFusesActivations) {
-    const InferGraph g = parse_onnx(every_op_model(), "m.onnx", "");
+    const OnnxGraph g = parse_onnx(every_op_model(), "m.onnx", "");
     EXPECT_EQ(g.values[g.output].dims, (std::vector<int64_t>{5}));
     std::vector<std::string> kinds;
-    for (const InferOp& op : g.ops) kinds.push_back(op.op_type + "/" + act_name(op.act));
+    for (const OnnxOp& op : g.ops) kinds.push_back(op.op_type + "/" + act_name(op.act));
     // Relu and Sigmoid fold into their convolutions, Tanh into the MatMul.
     EXPECT_EQ(kinds, (std::vector<std::string>{"Conv/relu", "Conv/relu", "Conv/sigmoid", "AveragePool/none", "AveragePool/none",
                                                "Add/none", "Add/none", "MaxPool/none", "Reshape/none", "MatMul/tanh",
                                                "Gemm/none", "Softmax/none"}));
-    // Values alive at the same time never share a slot.
-    EXPECT_NE(g.slot_of[g.ops[3].out], g.slot_of[g.ops[4].out]);
+    // The reader reads it all; a Network (a chain of layers) cannot hold its padded poolings and branches.
+    EXPECT_EQ(import_error_of(every_op_model()),
+              "m.onnx: node 'p1_node' (AveragePool): lenet5 takes square, unpadded pooling windows with equal strides");
 }
 
-TEST(OnnxInfer, EveryVariantMatchesCpuOnEveryOperator) {
-    const InferGraph g = parse_onnx(every_op_model(), "m.onnx", "");
-    const std::vector<float> x = random_images(g, 5);
-    const std::vector<float> ref = run(g, *runner(g, "cpu", 5), x, 5, 5);
-    // A hand-computed sample: softmax outputs sum to 1.
-    float sum = 0;
-    for (int i = 0; i < 5; ++i) sum += ref[size_t(i)];
-    EXPECT_NEAR(sum, 1.0f, 1e-5f);
+// Every operator a Network takes, in one chain: input scaling, padded, strided and grouped
+// convolutions (Winograd's 16 maps among them), a per-map Div folded into its Conv, overlapping max
+// pooling, average pooling, Reshape, MatMul, Tanh, Dropout, Gemm with transB, Identity, Softmax.
+std::string chain_model() {
+    ModelBuilder b({3, 9, 9});
+    b.weight("half", {})->set_float_data(0, 0.5f);
+    b.node("Mul", {"x", "half"}, "m0");
+    b.weight("quarter", {})->set_float_data(0, 0.25f);
+    b.node("Add", {"m0", "quarter"}, "a0");
+    b.weight("w1", {16, 3, 3, 3});
+    b.weight("b1", {16});
+    ModelBuilder::attr(b.node("Conv", {"a0", "w1", "b1"}, "c1"), "pads", {1, 1, 1, 1});
+    b.node("Relu", {"c1"}, "r0");
+    b.weight("w1b", {16, 16, 3, 3}, 0.1f);
+    b.weight("b1b", {16});
+    ModelBuilder::attr(b.node("Conv", {"r0", "w1b", "b1b"}, "c1b"), "pads", {1, 1, 1, 1});
+    b.node("Relu", {"c1b"}, "r1");
+    b.weight("wg", {8, 8, 3, 3}, 0.1f);  // 2 groups of 8 maps
+    auto* cg = b.node("Conv", {"r1", "wg"}, "cg");
+    ModelBuilder::attr(cg, "pads", {1, 1, 1, 1});
+    ModelBuilder::attr(cg, "group", 2);
+    b.weight("per_map", {8, 1, 1});
+    b.node("Div", {"cg", "per_map"}, "dg");
+    b.node("Tanh", {"dg"}, "tg");
+    b.weight("w2", {4, 8, 3, 3}, 0.1f);
+    auto* c2 = b.node("Conv", {"tg", "w2"}, "c2");
+    ModelBuilder::attr(c2, "pads", {1, 1, 1, 1});
+    ModelBuilder::attr(c2, "strides", {2, 2});
+    b.node("Sigmoid", {"c2"}, "s2");  // 4 x 5 x 5
+    auto* m1 = b.node("MaxPool", {"s2"}, "m1");  // 4 x 4 x 4
+    ModelBuilder::attr(m1, "kernel_shape", {2, 2});
+    auto* p1 = b.node("AveragePool", {"m1"}, "p1");  // 4 x 2 x 2
+    ModelBuilder::attr(p1, "kernel_shape", {2, 2});
+    ModelBuilder::attr(p1, "strides", {2, 2});
+    b.ints("shape", {0, -1});
+    b.node("Reshape", {"p1", "shape"}, "f1");  // 16
+    b.weight("mm", {16, 12});
+    b.node("MatMul", {"f1", "mm"}, "d1");
+    b.node("Tanh", {"d1"}, "t1");
+    b.node("Dropout", {"t1"}, "t2");
+    b.weight("gw", {5, 12});
+    b.weight("gb", {5});
+    ModelBuilder::attr(b.node("Gemm", {"t2", "gw", "gb"}, "d2"), "transB", 1);
+    b.node("Identity", {"d2"}, "i1");
+    b.node("Softmax", {"i1"}, "y");
+    return b.bytes("y");
+}
+
+TEST(OnnxInfer, EveryVariantMatchesCpuOnEveryOperatorOfAChain) {
+    const Model m = imported(chain_model());
+    EXPECT_TRUE(m.outputs_softmax);
+    EXPECT_TRUE(m.net.scaling.scale == 0.5f && m.net.scaling.shift == 0.25f);
+    std::vector<std::string> kinds;
+    for (const LayerSpec& l : m.net.layers) kinds.push_back(std::string(kind_name(l.kind)) + "/" + activation_name(l.activation));
+    EXPECT_EQ(kinds, (std::vector<std::string>{"conv/relu", "conv/relu", "conv/tanh", "conv/sigmoid", "maxpool/none",
+                                               "avgpool/none", "fc/tanh", "fc/none"}));
+    EXPECT_EQ(m.net.layers[2].connections(), 8 * 8);  // the groups as a connection table
+    const std::vector<float> x = random_images(m.net, 5);
+    const std::vector<float> ref = run(m, *engine(m, "cpu", 5), x, 5, 5);
     for (const auto& v : variants()) {
-        const auto r = runner(g, v, 5);  // runs of fewer images than it was made for too
+        const auto e = engine(m, v, 5);  // runs of fewer inputs than it was planned for too
         for (const int batch : {1, 2, 4, 5}) {  // 4: Winograd tile counts that are multiples of 4 (float4 loads)
             SCOPED_TRACE(v + " at batch " + std::to_string(batch));
-            const std::vector<float> y = run(g, *r, x, 5, batch);
-            EXPECT_LT(worst_relative(y, ref, 5), 1e-5);
+            EXPECT_LT(worst_relative(run(m, *e, x, 5, batch), ref, 5), 1e-5);
         }
     }
 }
 
-// What our own export and PyTorch's write around the layers: arithmetic with constants (Sub, Mul,
-// Div, Add; a constant on either side), a constant Pad, a grouped (depthwise) Conv.
-std::string arithmetic_model() {
-    ModelBuilder b({2, 5, 5});
+// What our own export and PyTorch's write around the layers: arithmetic with constants (Mul, and
+// Sub with the constant first), a constant Pad of the image, a per-map Div after the Conv.
+std::string arithmetic_model(float shift) {
+    ModelBuilder b({1, 5, 5});
     b.weight("two", {});
     b.g->mutable_initializer(0)->set_float_data(0, 2.0f);
     b.node("Mul", {"x", "two"}, "m1");
-    b.weight("shift", {2, 1, 1});
+    b.weight("shift", {});
+    b.g->mutable_initializer(1)->set_float_data(0, shift);
     b.node("Sub", {"shift", "m1"}, "s1");  // shift - 2x
     b.weight("pads_value", {});
-    b.ints("pads", {0, 0, 1, 2, 0, 0, 2, 1});
-    b.node("Pad", {"s1", "pads", "pads_value"}, "p1");  // 2 x 8 x 8
-    b.weight("dw", {2, 1, 3, 3});
-    b.weight("db", {2});
-    auto* c1 = b.node("Conv", {"p1", "dw", "db"}, "c1");  // depthwise: 2 x 6 x 6
-    ModelBuilder::attr(c1, "group", 2);
+    b.g->mutable_initializer(2)->set_float_data(0, shift);  // the background: a 0 pixel's value
+    b.ints("pads", {0, 0, 1, 1, 0, 0, 2, 2});
+    b.node("Pad", {"s1", "pads", "pads_value"}, "p1");  // 1 x 8 x 8, the image one row and column off centre
+    b.weight("w", {2, 1, 3, 3});
+    b.weight("bias", {2});
+    b.node("Conv", {"p1", "w", "bias"}, "c1");  // 2 x 6 x 6
     b.weight("scale", {2, 1, 1});
     b.node("Div", {"c1", "scale"}, "d1");  // per map: folds into the Conv
-    b.node("Tanh", {"d1"}, "t1");
-    b.weight("row", {6});
-    b.node("Add", {"t1", "row"}, "y");  // one value per column: cannot fold
+    b.node("Tanh", {"d1"}, "y");
     return b.bytes("y");
 }
 
-TEST(OnnxInfer, ArithmeticPadAndGroupsFoldAndMatchAHandComputedSample) {
-    const InferGraph g = parse_onnx(arithmetic_model(), "m.onnx", "");
+// Through the command line, so that infer's own scaling and placing of the input are checked too.
+TEST(OnnxInfer, ArithmeticAndPadFoldAndMatchAHandComputedSampleOnEveryVariant) {
+    const float shift = 0.375f;
+    const std::string bytes = arithmetic_model(shift);
+    const OnnxGraph g = parse_onnx(bytes, "m.onnx", "");
     std::vector<std::string> kinds;
-    for (const InferOp& op : g.ops) kinds.push_back(op.op_type + "/" + act_name(op.act));
-    // Mul and Sub fold into one Affine; Div into the Conv before it, then Tanh; the last Add stays.
-    EXPECT_EQ(kinds, (std::vector<std::string>{"Mul/none", "Pad/none", "Conv/tanh", "Add/none"}));
-    ASSERT_EQ(g.values[g.output].dims, (std::vector<int64_t>{2, 6, 6}));
+    for (const OnnxOp& op : g.ops) kinds.push_back(op.op_type + "/" + act_name(op.act));
+    EXPECT_EQ(kinds, (std::vector<std::string>{"Mul/none", "Pad/none", "Conv/tanh"}));  // Mul and Sub as one
 
-    // The reference by hand, from the model's own initializers.
     onnx::ModelProto m;
-    ASSERT_TRUE(m.ParseFromString(arithmetic_model()));
+    ASSERT_TRUE(m.ParseFromString(bytes));
     std::map<std::string, std::vector<float>> w;
     for (const auto& t : m.graph().initializer()) w[t.name()] = {t.float_data().begin(), t.float_data().end()};
-    const std::vector<float> x = random_images(g, 1);
-    auto padded = [&](int c, int y, int xx) {  // p1[c][y][xx]
-        const int iy = y - 1, ix = xx - 2;
-        if (iy < 0 || iy >= 5 || ix < 0 || ix >= 5) return w["pads_value"][0];
-        return w["shift"][size_t(c)] - 2.0f * x[size_t((c * 5 + iy) * 5 + ix)];
+    Rng rng(11);
+    std::vector<float> x(25);
+    for (float& v : x) v = rng.uniform(0.0f, 1.0f);
+    auto padded = [&](int y, int xx) {  // p1[0][y][xx]
+        const int iy = y - 1, ix = xx - 1;
+        if (iy < 0 || iy >= 5 || ix < 0 || ix >= 5) return shift;
+        return shift - 2.0f * x[size_t(iy * 5 + ix)];
     };
     std::vector<float> ref;
     for (int c = 0; c < 2; ++c)
         for (int y = 0; y < 6; ++y)
             for (int xx = 0; xx < 6; ++xx) {
-                float sum = w["db"][size_t(c)];
+                float sum = w["bias"][size_t(c)];
                 for (int ky = 0; ky < 3; ++ky)
-                    for (int kx = 0; kx < 3; ++kx) sum += w["dw"][size_t((c * 3 + ky) * 3 + kx)] * padded(c, y + ky, xx + kx);
-                ref.push_back(std::tanh(sum / w["scale"][size_t(c)]) + w["row"][size_t(xx)]);
+                    for (int kx = 0; kx < 3; ++kx) sum += w["w"][size_t((c * 3 + ky) * 3 + kx)] * padded(y + ky, xx + kx);
+                ref.push_back(std::tanh(sum / w["scale"][size_t(c)]));
             }
-    for (const std::string& v : [] {
-             auto all = variants();
-             all.insert(all.begin(), {"cpu", "avx"});
-             return all;
-         }()) {
+
+    const fs::path dir = fs::path(::testing::TempDir()) / ("lenet5_arith_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    std::ofstream(dir / "m.onnx", std::ios::binary) << bytes;
+    NpyArray in;
+    in.shape = {1, 1, 5, 5};
+    in.data = x;
+    std::ofstream(dir / "x.npy", std::ios::binary) << npy_bytes(in);
+    for (const std::string& v : built_variants()) {
         SCOPED_TRACE(v);
-        EXPECT_LT(worst_relative(run(g, *runner(g, v, 1), x, 1, 1), ref, ref.size()), 1e-5);
+        const auto r = test::run_cli("infer --onnx " + (dir / "m.onnx").string() + " --input " + (dir / "x.npy").string() +
+                                     " --output " + (dir / "y.npy").string() + " --variant " + v);
+        ASSERT_EQ(r.status, 0) << r.err;
+        const NpyArray y = read_npy((dir / "y.npy").string());
+        EXPECT_EQ(y.shape, (std::vector<int64_t>{1, 2, 6, 6}));
+        EXPECT_LT(worst_relative(y.data, ref, ref.size()), 1e-5);
     }
+    fs::remove_all(dir);
 }
 
 TEST(OnnxInfer, ArithmeticAndPadItCannotRepresentAreOneLineErrors) {
@@ -315,28 +392,49 @@ TEST(OnnxInfer, ArithmeticAndPadItCannotRepresentAreOneLineErrors) {
         ModelBuilder::attr(c, "group", 2);
         EXPECT_EQ(error_of(b.bytes("y")), "m.onnx: node 'y_node' (Conv): weight 6x3x3x3 in 2 group(s) does not take the input's 4 maps");
     }
+    // What the reader takes but a Network cannot hold: scaling per map, arithmetic between layers.
+    {
+        ModelBuilder b({2, 5, 5});
+        b.weight("per_map", {2, 1, 1});
+        b.node("Mul", {"x", "per_map"}, "m");
+        b.weight("w", {3, 2, 3, 3});
+        b.node("Conv", {"m", "w"}, "y");
+        EXPECT_EQ(import_error_of(b.bytes("y")),
+                  "m.onnx: node 'm_node' (Mul): scales the input by position or map; lenet5 takes one factor and one "
+                  "offset for every value");
+        ModelBuilder c({2, 5, 5});
+        c.weight("w", {3, 2, 3, 3});
+        c.node("Conv", {"x", "w"}, "c1");
+        c.node("Tanh", {"c1"}, "t");
+        c.weight("row", {3});
+        c.node("Add", {"t", "row"}, "y");  // one value per column: cannot fold
+        EXPECT_NE(import_error_of(c.bytes("y")).find("m.onnx: node 'y_node' (Add): lenet5 takes arithmetic with constants only "
+                                                     "on the input"),
+                  std::string::npos);
+    }
 }
 
-// omp's convolution paths on shapes the every-operator model is too small for: Winograd (3x3,
+// omp's and avx's convolution paths on shapes the chain model is too small for: Winograd (3x3,
 // stride 1) over several blocks of tiles, blocks ending mid tile row, output sizes that are not a
-// multiple of the 4x4 tile and uneven padding; then a 5x5 stride-1 convolution (a GEMM per tap).
-TEST(OnnxInfer, OmpConvolutionPathsMatchCpu) {
+// multiple of the 4x4 tile; then a 5x5 stride-1 convolution (a GEMM per tap).
+TEST(OnnxInfer, HostConvolutionPathsMatchCpu) {
     ModelBuilder b({64, 43, 43});
     b.weight("w1", {48, 64, 3, 3}, 0.05f);
     b.weight("b1", {48});
-    auto* c1 = b.node("Conv", {"x", "w1", "b1"}, "c1");  // 48 x 42 x 42: 11 x 11 tiles, blocks of 61
-    ModelBuilder::attr(c1, "pads", {1, 0, 0, 1});
+    ModelBuilder::attr(b.node("Conv", {"x", "w1", "b1"}, "c1"), "pads", {1, 1, 1, 1});  // 48 x 43 x 43: 11 x 11 tiles
     b.node("Relu", {"c1"}, "r1");
     b.weight("w2", {16, 48, 5, 5}, 0.05f);
-    auto* c2 = b.node("Conv", {"r1", "w2"}, "y");
-    ModelBuilder::attr(c2, "pads", {2, 2, 2, 2});
-    const InferGraph g = parse_onnx(b.bytes("y"), "m.onnx", "");
-    ASSERT_EQ(g.values[g.output].dims, (std::vector<int64_t>{16, 42, 42}));
-    const std::vector<float> x = random_images(g, 2);
-    const std::vector<float> ref = run(g, *runner(g, "cpu", 2), x, 2, 2);
-    for (const int batch : {1, 2}) {
-        const std::vector<float> y = run(g, *runner(g, "omp", batch), x, 2, batch);
-        EXPECT_LT(worst_relative(y, ref, 16 * 42 * 42), 1e-5) << "batch " << batch;
+    ModelBuilder::attr(b.node("Conv", {"r1", "w2"}, "y"), "pads", {2, 2, 2, 2});
+    const Model m = imported(b.bytes("y"));
+    ASSERT_EQ(m.net.layers.back().out.size(), 16 * 43 * 43);
+    const std::vector<float> x = random_images(m.net, 2);
+    const std::vector<float> ref = run(m, *engine(m, "cpu", 2), x, 2, 2);
+    for (const std::string& v : variants()) {
+        if (!is_host_variant(v)) continue;
+        for (const int batch : {1, 2}) {
+            const std::vector<float> y = run(m, *engine(m, v, batch), x, 2, batch);
+            EXPECT_LT(worst_relative(y, ref, 16 * 43 * 43), 1e-5) << v << " at batch " << batch;
+        }
     }
 }
 
@@ -344,19 +442,16 @@ NpyArray load(const std::string& name) { return read_npy(kData + name); }
 
 // The committed small model against onnxruntime's and PyTorch's outputs on the same images.
 TEST(OnnxInfer, SmallVggMatchesOnnxruntimeAndPytorchOnEveryVariant) {
-    const InferGraph g = read_onnx(kData + "small.onnx");
+    const Model m = read_onnx_model(kData + "small.onnx");
     const NpyArray x = load("small_x.npy"), ort = load("small_y_ort.npy"), torch = load("small_y_torch.npy");
     const int n = int(x.shape[0]);
     ASSERT_EQ(ort.shape, (std::vector<int64_t>{n, 10}));
-    for (const std::string& v : [] {
-             auto all = variants();
-             all.insert(all.begin(), "cpu");
-             return all;
-         }()) {
-        const auto r = runner(g, v, n);
+    ASSERT_TRUE(m.net.scaling.is_identity());  // the file's input is the network's
+    for (const std::string& v : built_variants()) {
+        const auto e = engine(m, v, n);
         for (const int batch : {1, n}) {
             SCOPED_TRACE(v + " at batch " + std::to_string(batch));
-            const std::vector<float> y = run(g, *r, x.data, n, batch);
+            const std::vector<float> y = run(m, *e, x.data, n, batch);
             EXPECT_LT(worst_relative(y, ort.data, 10), 1e-4);
             EXPECT_LT(worst_relative(y, torch.data, 10), 1e-4);
             for (int s = 0; s < n; ++s) {
@@ -464,7 +559,7 @@ TEST(OnnxInfer, ExternalDataIsReadFromTheModelsFolderOnly) {
         loc->set_value(location);
         return b.m.SerializeAsString();
     };
-    const InferGraph g = parse_onnx(bytes_with("sub/w.bin"), "m.onnx", dir.string());
+    const OnnxGraph g = parse_onnx(bytes_with("sub/w.bin"), "m.onnx", dir.string());
     EXPECT_FLOAT_EQ(g.ops[0].weight[1 * 6 + 2], values[2 * 3 + 1]);  // stored [in][out], read as [out][in]
     EXPECT_NE(error_of(bytes_with("../w.bin"), dir.string()).find("leaves the model's folder"), std::string::npos);
     EXPECT_NE(error_of(bytes_with("/etc/passwd"), dir.string()).find("is absolute"), std::string::npos);

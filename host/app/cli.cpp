@@ -284,7 +284,7 @@ void parse_infer_option(const std::string& flag, ArgReader& r, InferOptions& o) 
     else if (flag == "--random") o.random = parse_count(flag, r.value(flag), 1);
     else if (flag == "--seed") o.seed = static_cast<uint64_t>(parse_int(flag, r.value(flag), 0, std::numeric_limits<long long>::max()));
     else if (flag == "--repeats") o.repeats = parse_count(flag, r.value(flag), 1);
-    else if (flag == "--batch") o.engine.batch = parse_count(flag, r.value(flag), 1);
+    else if (flag == "--batch") o.batch = parse_count(flag, r.value(flag), 1);
     else if (flag == "--variant") {
         o.engine.variant = r.value(flag);
         const std::string& v = o.engine.variant;

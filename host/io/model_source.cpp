@@ -13,7 +13,7 @@ Model open_model(const std::string& name_or_path) {
                       name_or_path.compare(name_or_path.size() - ext.size(), ext.size(), ext) == 0;
     if (!onnx) return load_model(name_or_path);
 #ifdef LENET5_HAVE_ONNX
-    return read_onnx_model(name_or_path);
+    return read_onnx_model_for_training(name_or_path);
 #else
     throw Error(name_or_path + ": this build has no ONNX support (install libonnx-dev and rebuild)");
 #endif

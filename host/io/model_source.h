@@ -1,5 +1,5 @@
 // Where a --model comes from: a built-in model's name or a model file (model_file.h), or an
-// ONNX file (a path ending in .onnx; onnx_import.h), whose weights come with it.
+// ONNX file (a path ending in .onnx; onnx_import.h), whose weights come with it, shaped for MNIST.
 #pragma once
 #include <string>
 

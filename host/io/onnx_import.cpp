@@ -16,16 +16,16 @@ constexpr int kImageSide = 28;  // MNIST's and Fashion-MNIST's images
 // One trainable layer of the graph: the op that computes it, and its activation (fused into the op,
 // or a separate Act after a pooling).
 struct GraphLayer {
-    const InferOp* op = nullptr;
+    const OnnxOp* op = nullptr;
     Activation act = Activation::None;
 };
 
-Activation activation_of(InferAct a) {
+Activation activation_of(OnnxAct a) {
     switch (a) {
-        case InferAct::Relu: return Activation::ReLU;
-        case InferAct::Sigmoid: return Activation::Sigmoid;
-        case InferAct::Tanh: return Activation::Tanh;
-        case InferAct::None: break;
+        case OnnxAct::Relu: return Activation::ReLU;
+        case OnnxAct::Sigmoid: return Activation::Sigmoid;
+        case OnnxAct::Tanh: return Activation::Tanh;
+        case OnnxAct::None: break;
     }
     return Activation::None;
 }
@@ -37,43 +37,47 @@ std::string layer_name(const std::string& node, size_t index) {
     return name.empty() ? "layer" + std::to_string(index + 1) : name;
 }
 
+std::string dims_text(const std::vector<int64_t>& d) {
+    std::string text;
+    for (const int64_t x : d) text += (text.empty() ? "" : "x") + std::to_string(x);
+    return text;
+}
+
 bool all_equal(const std::vector<float>& v) {
     return std::all_of(v.begin(), v.end(), [&](float x) { return x == v.front(); });
 }
 
 class Importer {
 public:
-    Importer(const InferGraph& g, std::string source) : g_(g), source_(std::move(source)) {}
+    Importer(const OnnxGraph& g, std::string source) : g_(g), source_(std::move(source)) {}
 
     Model run() {
         read_input();
         walk();
-        if (layers_.empty()) fail("the graph has no layer to train (Conv, pooling, Gemm or MatMul)");
+        if (layers_.empty()) fail("the graph has no layer (Conv, pooling, Gemm or MatMul)");
         const auto hint = g_.metadata.find("lenet5.model");
         Model m = hint != g_.metadata.end() ? from_model_file(hint->second) : from_graph();
-        if (m.net.classes != 10)
-            fail("the network has " + std::to_string(m.net.classes) + " outputs; MNIST and Fashion-MNIST have 10 classes");
+        m.outputs_softmax = softmax_;
         return m;
     }
 
 private:
     [[noreturn]] void fail(const std::string& what) const { throw Error(source_ + ": " + what); }
-    [[noreturn]] void fail(const InferOp& op, const std::string& what) const {
+    [[noreturn]] void fail(const OnnxOp& op, const std::string& what) const {
         fail("node '" + op.name + "' (" + op.op_type + "): " + what);
     }
     const std::vector<int64_t>& dims(int v) const { return g_.values[static_cast<size_t>(v)].dims; }
 
     void read_input() {
         const auto& d = dims(g_.input);
-        if (d.size() == 3 && d[0] == 1 && d[1] >= kImageSide && d[2] >= kImageSide) {
-            input_ = {1, static_cast<int>(d[1]), static_cast<int>(d[2])};
+        if (d.size() == 3) {
+            input_ = {static_cast<int>(d[0]), static_cast<int>(d[1]), static_cast<int>(d[2])};
         } else if (d.size() == 1 && d[0] == kImageSide * kImageSide) {
             input_ = {1, kImageSide, kImageSide};  // the image flattened
+        } else if (d.size() == 1) {
+            input_ = {static_cast<int>(d[0]), 1, 1};  // a vector: one value per map
         } else {
-            std::string text;
-            for (const int64_t x : d) text += (text.empty() ? "" : "x") + std::to_string(x);
-            fail("input '" + g_.input_name + "' is N x " + text + "; training takes the images as N x 1 x H x W " +
-                 "(H, W at least 28) or N x 784");
+            fail("input '" + g_.input_name + "' is N x " + dims_text(d) + "; lenet5 takes N x C x H x W or N x values");
         }
     }
 
@@ -81,57 +85,60 @@ private:
     void walk() {
         int v = g_.input;
         for (size_t k = 0; k < g_.ops.size(); ++k) {
-            const InferOp& op = g_.ops[k];
-            if (op.kind == InferOpKind::Add) fail(op, "adds two activations (a residual connection), which training does not take");
-            if (op.in != v) fail(op, "does not read the node before it; training takes a chain of layers");
+            const OnnxOp& op = g_.ops[k];
+            if (op.kind == OnnxOpKind::Add)
+                fail(op, "adds two activations (a residual connection); lenet5 takes a chain of layers");
+            if (op.in != v) fail(op, "does not read the node before it; lenet5 takes a chain of layers");
             v = op.out;
             const bool first = layers_.empty();
             switch (op.kind) {
-                case InferOpKind::Affine: scale(op, first); break;
-                case InferOpKind::Pad: pad(op, first); break;
-                case InferOpKind::Conv:
+                case OnnxOpKind::Affine: scale(op, first); break;
+                case OnnxOpKind::Pad: pad(op, first); break;
+                case OnnxOpKind::Conv:
                     if (op.kh != op.kw || op.sh != op.sw || op.pt != op.pl || op.pt != op.pb || op.pt != op.pr)
-                        fail(op, "training takes square kernels with equal strides and padding on every side");
-                    if (op.pt >= op.kh) fail(op, "training takes padding smaller than the kernel");
+                        fail(op, "lenet5 takes square kernels with equal strides and padding on every side");
+                    if (op.pt >= op.kh) fail(op, "lenet5 takes padding smaller than the kernel");
                     layers_.push_back({&op, activation_of(op.act)});
                     break;
-                case InferOpKind::MaxPool:
-                case InferOpKind::AvgPool:
+                case OnnxOpKind::MaxPool:
+                case OnnxOpKind::AvgPool:
                     if (op.kh != op.kw || op.sh != op.sw || op.pt || op.pl || op.pb || op.pr)
-                        fail(op, "training takes square, unpadded pooling windows with equal strides");
+                        fail(op, "lenet5 takes square, unpadded pooling windows with equal strides");
                     layers_.push_back({&op, Activation::None});
                     break;
-                case InferOpKind::Dense: layers_.push_back({&op, activation_of(op.act)}); break;
-                case InferOpKind::Act:
+                case OnnxOpKind::Dense: layers_.push_back({&op, activation_of(op.act)}); break;
+                case OnnxOpKind::Act:
                     if (first || layers_.back().act != Activation::None)
                         fail(op, "follows no layer it can be the activation of");
                     layers_.back().act = activation_of(op.act);
                     break;
-                case InferOpKind::Reshape: reshape(op); break;
-                case InferOpKind::Softmax:
-                    if (k + 1 != g_.ops.size() || first) fail(op, "training takes a Softmax only at the end, after a layer");
+                case OnnxOpKind::Reshape: reshape(op); break;
+                case OnnxOpKind::Softmax:
+                    if (k + 1 != g_.ops.size() || first) fail(op, "lenet5 takes a Softmax only at the end, after a layer");
                     softmax_ = true;
                     break;
-                case InferOpKind::Add: break;  // refused above
+                case OnnxOpKind::Add: break;  // refused above
             }
         }
     }
 
     // x * factor + addend on the pixels in [0, 1], before any layer: the input scaling.
-    void scale(const InferOp& op, bool first) {
-        if (!first || padded_) fail(op, "training takes arithmetic with constants only on the input, before any padding or layer");
-        if (!all_equal(op.factor) || !all_equal(op.addend) || op.act != InferAct::None)
-            fail(op, "scales the pixels by position; training takes one factor and one offset for every pixel");
+    void scale(const OnnxOp& op, bool first) {
+        if (!first || padded_)
+            fail(op, "lenet5 takes arithmetic with constants only on the input, before any padding or layer (or "
+                     "folded into the layer before it)");
+        if (!all_equal(op.factor) || !all_equal(op.addend) || op.act != OnnxAct::None)
+            fail(op, "scales the input by position or map; lenet5 takes one factor and one offset for every value");
         scaling_ = {op.factor.front(), op.addend.front()};
     }
 
-    // Padding of the 28x28 image, centred as image_to_input does, with the background value.
-    void pad(const InferOp& op, bool first) {
+    // Padding of a one-map input image, centred as image_to_input does, with the background value.
+    void pad(const OnnxOp& op, bool first) {
         const auto &in = dims(op.in), &out = dims(op.out);
-        if (!first || padded_ || in[1] != kImageSide || in[2] != kImageSide)
-            fail(op, "training takes padding only of the 28x28 input image, before any layer");
-        if (op.pt != (out[1] - kImageSide) / 2 || op.pl != (out[2] - kImageSide) / 2)
-            fail(op, "training takes the image centred in its padding (as many rows above as below, or one fewer)");
+        if (!first || padded_ || in.size() != 3 || in[0] != 1)
+            fail(op, "lenet5 takes padding only of a one-map input image, before any layer");
+        if (op.pt != (out[1] - in[1]) / 2 || op.pl != (out[2] - in[2]) / 2)
+            fail(op, "lenet5 takes the image centred in its padding (as many rows above as below, or one fewer)");
         if (op.pad_value != scaling_.value(0))
             fail(op, "pads with " + std::to_string(op.pad_value) + ", not the background (a 0 pixel's value, " +
                          std::to_string(scaling_.value(0)) + ")");
@@ -140,12 +147,12 @@ private:
     }
 
     // A Flatten, or a Reshape to the maps a window layer slides over (what `export` writes).
-    void reshape(const InferOp& op) {
+    void reshape(const OnnxOp& op) {
         const auto& out = dims(op.out);
         if (out.size() == 1) return;
         const auto& in = dims(op.in);
         if (out.size() == 3 && (out == in || in.size() == 1)) return;
-        fail(op, "reshapes to a shape training does not take (a flatten, or maps after a fully connected layer)");
+        fail(op, "reshapes to a shape lenet5 does not take (a flatten, or maps after a fully connected layer)");
     }
 
     Loss loss() const {
@@ -153,24 +160,20 @@ private:
     }
 
     Model from_graph() {
-        for (const GraphLayer& l : layers_)  // a file export wrote gets its subsampling back from its model file
-            if (l.op->groups != 1)
-                fail(*l.op, "is a grouped convolution (" + std::to_string(l.op->groups) +
-                                " groups), which training does not take: its zero weights between groups would train");
         std::string name = source_.substr(source_.find_last_of('/') + 1);
         name = layer_name(name.substr(0, name.rfind('.')), 0);
         NetworkBuilder b(name, input_);
         b.scaling(scaling_);
         for (size_t k = 0; k < layers_.size(); ++k) {
-            const InferOp& op = *layers_[k].op;
+            const OnnxOp& op = *layers_[k].op;
             const std::string n = layer_name(op.name, k);
             try {
-                if (op.kind == InferOpKind::Conv)
-                    b.conv(n, static_cast<int>(dims(op.out)[0]), op.kh, layers_[k].act, {}, op.sh, op.pt);
-                else if (op.kind == InferOpKind::Dense)
+                if (op.kind == OnnxOpKind::Conv)
+                    b.conv(n, static_cast<int>(dims(op.out)[0]), op.kh, layers_[k].act, group_table(op), op.sh, op.pt);
+                else if (op.kind == OnnxOpKind::Dense)
                     b.fully_connected(n, static_cast<int>(dims(op.out)[0]), layers_[k].act);
                 else
-                    b.pool(n, op.kind == InferOpKind::MaxPool ? LayerKind::MaxPool : LayerKind::AvgPool, op.kh, op.sh,
+                    b.pool(n, op.kind == OnnxOpKind::MaxPool ? LayerKind::MaxPool : LayerKind::AvgPool, op.kh, op.sh,
                            layers_[k].act);
             } catch (const Error& e) {
                 fail(op, e.what());
@@ -186,6 +189,17 @@ private:
         m.text = model_file_text(m.net);
         m.weights = weights(m.net);
         return m;
+    }
+
+    // A grouped convolution as a connection table: each output map reads the input maps of its group
+    // (the graph's weights between groups are zero). One group: every map reads every map (empty).
+    std::vector<std::vector<int>> group_table(const OnnxOp& op) const {
+        if (op.groups == 1) return {};
+        const int out = static_cast<int>(dims(op.out)[0]), in = static_cast<int>(dims(op.in)[0]);
+        std::vector<std::vector<int>> table(static_cast<size_t>(out), std::vector<int>(static_cast<size_t>(in), 0));
+        for (int o = 0; o < out; ++o)
+            for (int i = 0; i < in; ++i) table[size_t(o)][size_t(i)] = o / (out / op.groups) == i / (in / op.groups);
+        return table;
     }
 
     // The model file `export` stored: the same network, with its tables, subsampling and recipe.
@@ -206,13 +220,13 @@ private:
         std::vector<float> p(net.param_count, 0.0f);
         for (size_t k = 0; k < net.layers.size(); ++k) {
             const LayerSpec& l = net.layers[k];
-            const InferOp& op = *layers_[k].op;
+            const OnnxOp& op = *layers_[k].op;
             const auto& out = dims(op.out);
             const bool window = l.kind != LayerKind::FullyConnected;
-            const bool same_kind = l.kind == LayerKind::MaxPool    ? op.kind == InferOpKind::MaxPool
-                                   : l.kind == LayerKind::AvgPool  ? op.kind == InferOpKind::AvgPool
-                                   : l.kind == LayerKind::FullyConnected ? op.kind == InferOpKind::Dense
-                                                                   : op.kind == InferOpKind::Conv;
+            const bool same_kind = l.kind == LayerKind::MaxPool    ? op.kind == OnnxOpKind::MaxPool
+                                   : l.kind == LayerKind::AvgPool  ? op.kind == OnnxOpKind::AvgPool
+                                   : l.kind == LayerKind::FullyConnected ? op.kind == OnnxOpKind::Dense
+                                                                   : op.kind == OnnxOpKind::Conv;
             const bool same_shape = window ? out.size() == 3 && out[0] == l.out.c && out[1] == l.out.h && out[2] == l.out.w
                                            : out.size() == 1 && out[0] == l.out.c;
             if (!same_kind || !same_shape || layers_[k].act != l.activation || (window && op.kh != l.kernel))
@@ -227,7 +241,7 @@ private:
     }
 
     // Each connection's kernel; the kernels of the pairs a connection table leaves out must be zero.
-    void conv_weights(const LayerSpec& l, const InferOp& op, std::vector<float>& p) const {
+    void conv_weights(const LayerSpec& l, const OnnxOp& op, std::vector<float>& p) const {
         const size_t kk = static_cast<size_t>(l.kernel) * static_cast<size_t>(l.kernel), maps = static_cast<size_t>(l.in.c);
         std::vector<bool> used(op.weight.size() / kk, false);
         for (size_t j = 0; j < l.conn_in.size(); ++j) {
@@ -245,7 +259,7 @@ private:
     }
 
     // One coefficient per map: every tap of the map's own kernel, nothing across maps.
-    void subsample_weights(const LayerSpec& l, const InferOp& op, std::vector<float>& p) const {
+    void subsample_weights(const LayerSpec& l, const OnnxOp& op, std::vector<float>& p) const {
         const size_t kk = static_cast<size_t>(l.kernel) * static_cast<size_t>(l.kernel), maps = static_cast<size_t>(l.in.c);
         for (size_t o = 0; o < maps; ++o)
             for (size_t i = 0; i < maps; ++i)
@@ -257,7 +271,7 @@ private:
         for (size_t o = 0; o < maps; ++o) p[l.weight_offset + o] = op.weight[(o * maps + o) * kk];
     }
 
-    const InferGraph& g_;
+    const OnnxGraph& g_;
     std::string source_;
     Shape input_;
     InputScaling scaling_{1.0f, 0.0f};  // the graph's input is the pixels in [0, 1]
@@ -267,8 +281,23 @@ private:
 
 }  // namespace
 
-Model import_onnx(const InferGraph& graph, const std::string& source) { return Importer(graph, source).run(); }
+Model import_onnx(const OnnxGraph& graph, const std::string& source) { return Importer(graph, source).run(); }
+
+Model import_onnx_for_training(const OnnxGraph& graph, const std::string& source) {
+    const auto& d = graph.values[static_cast<size_t>(graph.input)].dims;
+    const bool image = d.size() == 3 && d[0] == 1 && d[1] >= kImageSide && d[2] >= kImageSide;
+    if (!image && !(d.size() == 1 && d[0] == kImageSide * kImageSide))
+        throw Error(source + ": input '" + graph.input_name + "' is N x " + dims_text(d) +
+                    "; training takes the images as N x 1 x H x W (H, W at least 28) or N x 784");
+    Model m = import_onnx(graph, source);
+    if (m.net.classes != 10)
+        throw Error(source + ": the network has " + std::to_string(m.net.classes) +
+                    " outputs; MNIST and Fashion-MNIST have 10 classes");
+    return m;
+}
 
 Model read_onnx_model(const std::string& path) { return import_onnx(read_onnx(path), path); }
+
+Model read_onnx_model_for_training(const std::string& path) { return import_onnx_for_training(read_onnx(path), path); }
 
 }  // namespace lenet5

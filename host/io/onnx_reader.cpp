@@ -39,7 +39,7 @@ class Reader {
 public:
     Reader(std::string name, std::string dir) : name_(std::move(name)), dir_(std::move(dir)) {}
 
-    InferGraph read(const std::string& bytes) {
+    OnnxGraph read(const std::string& bytes) {
         onnx::ModelProto model;
         if (bytes.size() > static_cast<size_t>(INT32_MAX) || !model.ParseFromString(bytes))
             throw Error(name_ + ": not an ONNX model (the protobuf does not parse)");
@@ -241,7 +241,7 @@ private:
     }
     const std::vector<int64_t>& dims(int v) const { return g_.values[v].dims; }
 
-    void output(const onnx::NodeProto& n, InferOp op, std::vector<int64_t> out_dims) {
+    void output(const onnx::NodeProto& n, OnnxOp op, std::vector<int64_t> out_dims) {
         if (n.output_size() < 1 || n.output(0).empty()) fail(n, "has no output");
         for (int k = 1; k < n.output_size(); ++k)
             if (!n.output(k).empty()) fail(n, "output " + std::to_string(k) + " ('" + n.output(k) + "') is not supported");
@@ -253,7 +253,7 @@ private:
     }
 
     // kernel_shape, strides, pads of a 2-D window over input `in` (C x H x W); the output's H x W.
-    void window(const onnx::NodeProto& n, InferOp& op, int64_t kh, int64_t kw, int64_t& oh, int64_t& ow) {
+    void window(const onnx::NodeProto& n, OnnxOp& op, int64_t kh, int64_t kw, int64_t& oh, int64_t& ow) {
         const auto& d = dims(op.in);
         const auto strides = attr_ints(n, "strides", {1, 1});
         const auto dil = attr_ints(n, "dilations", {1, 1});
@@ -284,8 +284,8 @@ private:
     }
 
     void conv(const onnx::NodeProto& n) {
-        InferOp op;
-        op.kind = InferOpKind::Conv;
+        OnnxOp op;
+        op.kind = OnnxOpKind::Conv;
         op.in = activation(n, 0);
         need_maps(n, op.in);
         const Constant& w = constant(n, 1, "weight");
@@ -325,8 +325,8 @@ private:
     }
 
     void pool(const onnx::NodeProto& n, bool max, bool global) {
-        InferOp op;
-        op.kind = max ? InferOpKind::MaxPool : InferOpKind::AvgPool;
+        OnnxOp op;
+        op.kind = max ? OnnxOpKind::MaxPool : OnnxOpKind::AvgPool;
         op.in = activation(n, 0);
         need_maps(n, op.in);
         const auto& d = dims(op.in);
@@ -342,8 +342,8 @@ private:
 
     // Gemm (Y = alpha A B' + beta C) and MatMul (Y = A B) with a constant B, as Dense.
     void dense(const onnx::NodeProto& n, bool gemm) {
-        InferOp op;
-        op.kind = InferOpKind::Dense;
+        OnnxOp op;
+        op.kind = OnnxOpKind::Dense;
         op.in = activation(n, 0);
         const auto& d = dims(op.in);
         if (d.size() != 1) fail(n, "needs a 2-D input (N x features), got N x " + dims_text(d));
@@ -399,12 +399,12 @@ private:
         if (n.input_size() != 2) fail(n, "needs two inputs");
         const bool c0 = is_constant(n, 0), c1 = is_constant(n, 1);
         if (c0 && c1) fail(n, "computes on two constants (fold them when exporting)");
-        InferOp op;
+        OnnxOp op;
         op.in = activation(n, c0 ? 1 : 0);
         const auto d = dims(op.in);
         if (!c0 && !c1) {
             if (t != "Add") fail(n, "of two activations is not supported (only Add is)");
-            op.kind = InferOpKind::Add;
+            op.kind = OnnxOpKind::Add;
             op.in2 = activation(n, 1);
             if (dims(op.in2) != d) fail(n, "adds " + dims_text(d) + " to " + dims_text(dims(op.in2)) + " (no broadcasting between activations)");
             return output(n, std::move(op), d);
@@ -412,7 +412,7 @@ private:
         if (c0 && t == "Div") fail(n, "divides a constant by an activation, which is not supported");
         const int64_t total = g_.values[op.in].size();
         std::vector<float> c = broadcast(n, constant(n, c0 ? 0 : 1, "constant operand"), d, total);
-        op.kind = InferOpKind::Affine;
+        op.kind = OnnxOpKind::Affine;
         op.factor.assign(c.size(), 1.0f);
         op.addend.assign(c.size(), 0.0f);
         if (t == "Add") op.addend = c;
@@ -433,8 +433,8 @@ private:
     // Pad in constant mode over the height and width of each map (pads from the input, opset 11 on,
     // or the attribute before it).
     void pad(const onnx::NodeProto& n) {
-        InferOp op;
-        op.kind = InferOpKind::Pad;
+        OnnxOp op;
+        op.kind = OnnxOpKind::Pad;
         op.in = activation(n, 0);
         need_maps(n, op.in);
         if (attr_string(n, "mode", "constant") != "constant") fail(n, "mode '" + attr_string(n, "mode", "") + "' is not supported (only constant)");
@@ -464,8 +464,8 @@ private:
     }
 
     void reshape(const onnx::NodeProto& n, bool flatten) {
-        InferOp op;
-        op.kind = InferOpKind::Reshape;
+        OnnxOp op;
+        op.kind = OnnxOpKind::Reshape;
         op.in = activation(n, 0);
         const int64_t size = g_.values[op.in].size();
         std::vector<int64_t> out{size};
@@ -527,9 +527,9 @@ private:
             if (is_constant(n, 0)) constants_[n.output(0)] = constants_.at(n.input(0));
             else values_[n.output(0)] = activation(n, 0);
         } else if (t == "Relu" || t == "Sigmoid" || t == "Tanh") {
-            InferOp op;
-            op.kind = InferOpKind::Act;
-            op.act = t == "Relu" ? InferAct::Relu : t == "Sigmoid" ? InferAct::Sigmoid : InferAct::Tanh;
+            OnnxOp op;
+            op.kind = OnnxOpKind::Act;
+            op.act = t == "Relu" ? OnnxAct::Relu : t == "Sigmoid" ? OnnxAct::Sigmoid : OnnxAct::Tanh;
             op.in = activation(n, 0);
             std::vector<int64_t> d = dims(op.in);
             output(n, std::move(op), std::move(d));
@@ -544,8 +544,8 @@ private:
         else if (t == "Flatten") reshape(n, true);
         else if (t == "Reshape") reshape(n, false);
         else if (t == "Softmax") {
-            InferOp op;
-            op.kind = InferOpKind::Softmax;
+            OnnxOp op;
+            op.kind = OnnxOpKind::Softmax;
             op.in = activation(n, 0);
             const int64_t axis = attr_int(n, "axis", -1);
             std::vector<int64_t> d = dims(op.in);
@@ -557,18 +557,18 @@ private:
     }
 
     std::string name_, dir_, node_name_;
-    InferGraph g_;
+    OnnxGraph g_;
     std::map<std::string, Constant> constants_;
     std::map<std::string, int> values_;
 };
 
 }  // namespace
 
-InferGraph parse_onnx(const std::string& bytes, const std::string& name, const std::string& dir) {
+OnnxGraph parse_onnx(const std::string& bytes, const std::string& name, const std::string& dir) {
     return Reader(name, dir).read(bytes);
 }
 
-InferGraph read_onnx(const std::string& path) {
+OnnxGraph read_onnx(const std::string& path) {
     const fs::path dir = fs::path(path).parent_path();
     return parse_onnx(read_whole_file(path), path, dir.empty() ? "." : dir.string());
 }

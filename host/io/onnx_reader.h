@@ -1,5 +1,5 @@
 // Reads an ONNX model (the ONNX project's generated protobuf classes, libonnx-dev) into an
-// InferGraph: the operators of `lenet5 infer` (Conv, grouped too, Relu, Sigmoid, Tanh, MaxPool,
+// OnnxGraph: the operators of `lenet5 infer` (Conv, grouped too, Relu, Sigmoid, Tanh, MaxPool,
 // AveragePool, GlobalAveragePool, Gemm, MatMul, Add, Sub, Mul, Div by constants, Pad, Flatten,
 // Reshape, Softmax, Dropout, Identity, Constant)
 // over one float input whose first dimension is the batch, initializers inline or as external
@@ -9,15 +9,15 @@
 #pragma once
 #include <string>
 
-#include "infer/infer_graph.h"
+#include "io/onnx_graph.h"
 
 namespace lenet5 {
 
 // `bytes`: the model file's content; `name`: the file, for messages; `dir`: the folder that
 // external data is read from ("" refuses external data).
-InferGraph parse_onnx(const std::string& bytes, const std::string& name, const std::string& dir);
+OnnxGraph parse_onnx(const std::string& bytes, const std::string& name, const std::string& dir);
 
 // Reads `path` (external data from its folder).
-InferGraph read_onnx(const std::string& path);
+OnnxGraph read_onnx(const std::string& path);
 
 }  // namespace lenet5

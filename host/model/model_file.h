@@ -35,6 +35,7 @@ struct Model {
     TrainRecipe recipe;
     std::string text;  // the file as read, kept in checkpoints so `eval` rebuilds the network
     std::vector<float> weights;  // the parameters the source carries (an ONNX file's); empty for model files
+    bool outputs_softmax = false;  // an ONNX file that ends in Softmax: its outputs are the logits' softmax
 };
 
 // The model file of `net` (without a train line): parse_model of it builds the same network.

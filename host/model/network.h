@@ -64,6 +64,7 @@ struct InputScaling {
     float scale = 2.0f, shift = -1.0f;
     float value(int byte) const { return static_cast<float>(byte) / 255.0f * scale + shift; }
     bool is_default() const { return scale == 2.0f && shift == -1.0f; }
+    bool is_identity() const { return scale == 1.0f && shift == 0.0f; }
 };
 
 struct Network {

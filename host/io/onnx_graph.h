@@ -1,6 +1,7 @@
-// An inference graph read from ONNX (onnx_reader.h): operations over per-sample tensors in
-// execution order, the batch the leading dimension of every activation. Shapes are known when
-// the graph is built; weights are laid out as the executors read them.
+// An ONNX file as the reader (onnx_reader.h) understands it: operations over per-sample tensors in
+// execution order, the batch the leading dimension of every activation, shapes known, constants
+// folded. It is a step on the way, not a model: onnx_import.h turns it into the Network that every
+// command and engine runs.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -10,9 +11,9 @@
 
 namespace lenet5 {
 
-enum class InferAct { None, Relu, Sigmoid, Tanh };
+enum class OnnxAct { None, Relu, Sigmoid, Tanh };
 
-enum class InferOpKind {
+enum class OnnxOpKind {
     Conv,     // 2-D, one group: out[o][y][x] = act(bias[o] + sum w[o][i][ky][kx] in[i][y*s-p+ky][x*s-p+kx])
     MaxPool,  // 2-D windows; padding never wins
     AvgPool,  // 2-D windows; count_include_pad says whether padding counts in the divisor
@@ -25,11 +26,11 @@ enum class InferOpKind {
     Reshape,  // the same floats under another shape (Flatten, Reshape): no work, the buffer is shared
 };
 
-struct InferOp {
-    InferOpKind kind = InferOpKind::Act;
+struct OnnxOp {
+    OnnxOpKind kind = OnnxOpKind::Act;
     std::string name, op_type;  // the ONNX node's name (or "node N") and operator
     int in = -1, in2 = -1, out = -1;  // value ids
-    InferAct act = InferAct::None;    // fused into Conv, Dense, Add, Affine; the function of Act
+    OnnxAct act = OnnxAct::None;    // fused into Conv, Dense, Add, Affine; the function of Act
     // Conv and pooling: window, strides, padding (top/left, bottom/right); Pad: its padding
     int kh = 1, kw = 1, sh = 1, sw = 1, pt = 0, pl = 0, pb = 0, pr = 0;
     bool count_include_pad = false;
@@ -40,7 +41,7 @@ struct InferOp {
     float pad_value = 0.0f;             // Pad
 };
 
-struct InferValue {
+struct OnnxValue {
     std::vector<int64_t> dims;  // per sample (the batch dimension removed)
     int64_t size() const {
         int64_t n = 1;
@@ -49,41 +50,37 @@ struct InferValue {
     }
 };
 
-struct InferGraph {
-    std::vector<InferValue> values;
-    std::vector<InferOp> ops;
+struct OnnxGraph {
+    std::vector<OnnxValue> values;
+    std::vector<OnnxOp> ops;
     int input = -1, output = -1;
     std::string input_name, output_name;
     std::map<std::string, std::string> metadata;  // the model's metadata_props (e.g. lenet5.model)
-    // Where each value lives: values that are never alive at the same time share a slot (an op's
-    // output never shares its inputs' slot; a Reshape's output is its input's slot).
-    std::vector<int> slot_of;
-    std::vector<int64_t> slot_floats;  // per sample
 };
 
 // Folds what can be folded, each op into the one before it when that op's output feeds only it:
 // consecutive Affines into one, an Affine constant per map or unit into the Conv or Dense before
-// it, each activation into the Conv, Dense, Add or Affine before it. Then assigns the slots.
+// it, each activation into the Conv, Dense, Add or Affine before it.
 // Called by the reader; exposed for tests of hand-made graphs.
-void finish_graph(InferGraph& g);
+void finish_graph(OnnxGraph& g);
 
-const char* act_name(InferAct act);
+const char* act_name(OnnxAct act);
 
-inline float activate(InferAct a, float x) {
+inline float activate(OnnxAct a, float x) {
     switch (a) {
-        case InferAct::Relu: return x > 0.0f ? x : 0.0f;
-        case InferAct::Sigmoid: return 1.0f / (1.0f + std::exp(-x));
-        case InferAct::Tanh: return std::tanh(x);
-        case InferAct::None: break;
+        case OnnxAct::Relu: return x > 0.0f ? x : 0.0f;
+        case OnnxAct::Sigmoid: return 1.0f / (1.0f + std::exp(-x));
+        case OnnxAct::Tanh: return std::tanh(x);
+        case OnnxAct::None: break;
     }
     return x;
 }
 
 // dst[x] = activate(act, src[x]) for x < n, the branch outside the loop so that each vectorises.
-inline void activate_into(const float* src, int n, InferAct act, float* dst) {
-    if (act == InferAct::None)
+inline void activate_into(const float* src, int n, OnnxAct act, float* dst) {
+    if (act == OnnxAct::None)
         for (int x = 0; x < n; ++x) dst[x] = src[x];
-    else if (act == InferAct::Relu)
+    else if (act == OnnxAct::Relu)
         for (int x = 0; x < n; ++x) dst[x] = src[x] > 0.0f ? src[x] : 0.0f;
     else
         for (int x = 0; x < n; ++x) dst[x] = activate(act, src[x]);
