@@ -421,6 +421,7 @@ PhaseTimes HostEngine::take_times() { return fused_.take(std::exchange(times_, {
 
 void HostEngine::infer(const float* inputs, int count, float* outputs, std::vector<double>* layer_ms) {
     if (!inference_ || inference_->batch() < count) {
+        inference_.reset();  // its buffers go before the larger ones come
         inference_ = std::make_unique<HostInference>(net_, ops_, variant_ != "cpu", threads_, std::max(1, count));
         inference_stale_ = true;
     }
