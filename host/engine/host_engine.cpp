@@ -99,6 +99,7 @@ void HostEngine::upload(Split split, const Dataset& data) { (split == Split::Tra
 void HostEngine::set_params(const std::vector<float>& params) {
     check_param_count(net_, params, "parameter buffer");
     params_ = params;
+    inference_stale_ = true;
     std::fill(velocity_.begin(), velocity_.end(), 0.0f);
     velocity_outer_ = false;
 }
@@ -366,6 +367,7 @@ void HostEngine::set_gradients(const std::vector<float>& gradients) {
 
 void HostEngine::update(float lr, float momentum, float weight_decay) {
     auto t0 = Clock::now();
+    inference_stale_ = true;
     // Without momentum and weight decay, the outer-product layers' gradients are computed inside
     // the update (sgd_outer), except in a probe (fused_steps.h), which writes them first.
     const bool fusable = grads_outer_ && momentum == 0.0f && weight_decay == 0.0f;
@@ -416,6 +418,17 @@ Counters HostEngine::take_counters() {
 }
 
 PhaseTimes HostEngine::take_times() { return fused_.take(std::exchange(times_, {})); }
+
+void HostEngine::infer(const float* inputs, int count, float* outputs, std::vector<double>* layer_ms) {
+    if (!inference_ || inference_->batch() < count) {
+        inference_.reset();  // its buffers go before the larger ones come
+        inference_ = std::make_unique<HostInference>(net_, ops_, variant_ != "cpu", threads_, std::max(1, count));
+        inference_stale_ = true;
+    }
+    if (inference_stale_) inference_->load(params_.data());
+    inference_stale_ = false;
+    inference_->run(params_.data(), inputs, count, outputs, layer_ms);
+}
 
 std::vector<float> HostEngine::layer_output(size_t layer) {
     const size_t n = static_cast<size_t>(count_) * net_.layers.at(layer).out.size();

@@ -3,11 +3,13 @@
 #pragma once
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <utility>
 #include <vector>
 
 #include "engine/engine.h"
 #include "engine/fused_steps.h"
+#include "engine/host_inference.h"
 #include "host_ops.h"
 
 namespace lenet5 {
@@ -47,6 +49,10 @@ public:
     Counters take_counters() override;
     PhaseTimes take_times() override;
 
+    // Through a HostInference planned for the largest count so far, its filters reloaded after
+    // every change of the parameters.
+    void infer(const float* inputs, int count, float* outputs, std::vector<double>* layer_ms) override;
+
     std::vector<float> layer_output(size_t layer) override;
     std::vector<float> gradients() override;
     void set_gradients(const std::vector<float>& gradients) override;
@@ -60,7 +66,9 @@ private:
     void fetch(FlatBuffer, size_t) override {}
     void fetched(FlatBuffer, size_t) override {}
     void store(FlatBuffer, size_t) override {}
-    void stored(FlatBuffer) override {}
+    void stored(FlatBuffer which) override {
+        if (which == FlatBuffer::Params) inference_stale_ = true;  // the exchange wrote them in place
+    }
     void announce(size_t layer) const;  // tells the listener, for a layer with parameters
 
     using Clock = std::chrono::steady_clock;
@@ -140,6 +148,9 @@ private:
     Counters counters_;
     PhaseTimes times_;
     FusedSteps fused_;  // the sgd_outer updates' time, split over backward and update by probes
+
+    std::unique_ptr<HostInference> inference_;
+    bool inference_stale_ = true;  // the parameters changed since inference_ last loaded them
 };
 
 }  // namespace lenet5
