@@ -1,7 +1,8 @@
 // The inference kernels of `lenet5 infer` (host/infer/infer_opencl.cpp) that batch_layers.cl lacks;
 // compiled after it (act_forward and the BA_* activations come from there). Its GEMM computes the
 // convolutions (over the windows unrolled here) and the fully connected layers, its pool_forward
-// the square unpadded poolings.
+// the square unpadded poolings. The batch-level engine's inference (host/opencl/batch_inference.h)
+// runs infer_dense.
 #ifdef LENET5_BATCH
 
 // One sample's windows: col[(c*KH + ky)*KW + kx][p] = in[c][y*SH - PT + ky][x*SW - PL + kx] for

@@ -241,6 +241,14 @@ bool OpenCLConv::winograd_takes(const ConvShape& s) {
            size_t(36) * std::max(s.in_c, s.out_c) * T < (size_t(1) << 31);
 }
 
+void OpenCLConv::winograd_transform(const ConvShape& s, const cl::Buffer& weights, const cl::Buffer& filters) {
+    Impl& m = *impl_;
+    cl_checked([&] {
+        m.launch("cv_wino_filters", cl::NDRange(round_up(size_t(s.out_c) * s.in_c, m.wg)), cl::NDRange(m.wg), weights,
+                 filters, s.out_c, s.in_c, 0);
+    });
+}
+
 void OpenCLConv::forward_winograd(const ConvShape& s, const cl::Buffer& in, const cl::Buffer& filters,
                                   const cl::Buffer& b, const cl::Buffer& out, Activation act) {
     Impl& m = *impl_;
@@ -275,8 +283,7 @@ void OpenCLConv::forward(ConvAlgo algo, const ConvShape& s, const cl::Buffer& in
             case ConvAlgo::Winograd:
                 if (winograd_takes(s)) {
                     const cl::Buffer& U = m.buffer(kWinoFilters, size_t(36) * s.out_c * s.in_c);
-                    m.launch("cv_wino_filters", cl::NDRange(round_up(size_t(s.out_c) * s.in_c, m.wg)), cl::NDRange(m.wg),
-                             w, U, s.out_c, s.in_c, 0);
+                    winograd_transform(s, w, U);
                     forward_winograd(s, in, U, b, out, act);
                     return;
                 }

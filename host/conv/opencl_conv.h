@@ -62,6 +62,9 @@ public:
     // 3x3, stride 1, at least 16 input maps and a multiple of 4 (the GEMM's float4 loads), and
     // transformed tensors under 2^31 floats.
     static bool winograd_takes(const ConvShape& shape);
+    // The filters forward_winograd takes, from `weights` [out_c][in_c][3][3] into `filters`
+    // (36 * out_c * in_c floats), on the device: winograd_filters' arithmetic in float.
+    void winograd_transform(const ConvShape& shape, const cl::Buffer& weights, const cl::Buffer& filters);
 
     // The algorithm Auto stands for: the one choose() was given for the shape (at first, what the
     // convolution tuning cache of conv_tuning.h holds for this device and driver), else Direct.

@@ -49,7 +49,7 @@ std::unique_ptr<Engine> make_opencl_engine(const Network& net, const std::string
         throw Error("LENET5_OPENCL_PATH is '" + path + "'; it takes batch or sample");
     // Inference runs on the batch-level engine: the per-sample one fuses each sample's training step.
     if (inference || path == "batch" || (path.empty() && !per_sample_fits(net, memory, *rt)))
-        return std::make_unique<OpenCLBatchEngine>(net, memory, std::move(rt), conv_algo);
+        return std::make_unique<OpenCLBatchEngine>(net, memory, std::move(rt), conv_algo, inference);
     std::string origin = group ? "--group" : "default";
     if (!group && batch > 0) {
         // A broken cache costs the tuning, not the run.

@@ -89,8 +89,8 @@ cl::NDRange rows_of(size_t per_row, size_t rows, size_t wg) { return cl::NDRange
 }  // namespace
 
 OpenCLBatchEngine::OpenCLBatchEngine(Network net, MemoryVariant memory, std::shared_ptr<DeviceRuntime> runtime,
-                                     conv::ConvAlgo conv_algo)
-    : OpenCLEngineBase(std::move(net), memory, std::move(runtime), kTimeEvery),
+                                     conv::ConvAlgo conv_algo, bool inference_only)
+    : OpenCLEngineBase(std::move(net), memory, std::move(runtime), kTimeEvery, inference_only),
       conv_algo_(conv_algo),
       tuned_conv_(conv::tuned_conv_algos(rt_->device().platform_name, rt_->device().name, rt_->device().driver)) {
     cl_checked([&] {
@@ -113,7 +113,9 @@ OpenCLBatchEngine::OpenCLBatchEngine(Network net, MemoryVariant memory, std::sha
             d.weights = block(layout_.weights(k));
             d.bias = block(layout_.bias(k));
             const size_t param_bytes = (l.weight_count + l.bias_count) * sizeof(float);
-            const bool small_weights = l.kind == LayerKind::Conv || l.kind == LayerKind::Subsample;
+            const bool small_weights = l.kind == LayerKind::Subsample ||
+                                       (l.kind == LayerKind::Conv &&
+                                        (!inference_only_ || inference_runs_own_conv(l, conv_algo_)));
             if (memory_ == MemoryVariant::Constant && small_weights && param_bytes > constant_limit)
                 throw Error("gpu-constant: layer " + l.name + "'s parameters take " + std::to_string(param_bytes) +
                             " bytes; " + rt_->device().name + " allows " + std::to_string(constant_limit) +
@@ -133,16 +135,40 @@ OpenCLBatchEngine::OpenCLBatchEngine(Network net, MemoryVariant memory, std::sha
                 }
                 d.in_begin = table(in_begin);
                 d.in_conn = table(in_conn.empty() ? std::vector<int32_t>{0} : in_conn);
-                d.grad_weights = DeviceRuntime::floats_of(grads_, layout_.weights(k).device, l.weight_count);
-                d.grad_bias = DeviceRuntime::floats_of(grads_, layout_.bias(k).device, l.bias_count);
+                if (!inference_only_) {
+                    d.grad_weights = DeviceRuntime::floats_of(grads_, layout_.weights(k).device, l.weight_count);
+                    d.grad_bias = DeviceRuntime::floats_of(grads_, layout_.bias(k).device, l.bias_count);
+                }
             }
             layers_.push_back(std::move(d));
         }
-        const size_t n = layout_.size();
-        update_ = {{kernel(program_, "batch_sgd", params_, velocity_, grads_, as_int(n), 0.0f, 0.0f, 0.0f, 0, 0),
-                    cl::NDRange(round_up(n, wg_)), cl::NDRange(wg_), "batch_sgd"}};
+        if (inference_only_) {
+            inference();  // its kernels built now, not in the first infer()
+        } else {
+            const size_t n = layout_.size();
+            update_ = {{kernel(program_, "batch_sgd", params_, velocity_, grads_, as_int(n), 0.0f, 0.0f, 0.0f, 0, 0),
+                        cl::NDRange(round_up(n, wg_)), cl::NDRange(wg_), "batch_sgd"}};
+        }
         set_params(std::vector<float>(net_.param_count, 0.0f));
     });
+}
+
+BatchInference& OpenCLBatchEngine::inference() {
+    if (!inference_) {
+        if (!conv_) conv_ = std::make_unique<conv::OpenCLConv>(rt_);
+        std::vector<BatchInference::LayerBuffers> buffers;
+        for (const LayerData& d : layers_) buffers.push_back({d.weights, d.bias, d.conn_begin, d.conn_in});
+        inference_ = std::make_unique<BatchInference>(net_, rt_, program_, std::move(buffers), *conv_, conv_algo_, wg_);
+    }
+    return *inference_;
+}
+
+void OpenCLBatchEngine::params_replaced() {
+    if (inference_) inference_->params_changed();
+}
+
+void OpenCLBatchEngine::infer(const float* inputs, int count, float* outputs, std::vector<double>* layer_ms) {
+    cl_checked([&] { inference().run(inputs, count, outputs, layer_ms); });
 }
 
 void OpenCLBatchEngine::inputs_changed(Split, bool slots_replaced) {
@@ -151,10 +177,11 @@ void OpenCLBatchEngine::inputs_changed(Split, bool slots_replaced) {
 
 void OpenCLBatchEngine::build_program() {
     const cl::Device& dev = rt_->cl_device();
-    // gpu-local stages a convolution output map's weights: the largest such set.
+    // gpu-local stages a convolution output map's weights: the largest such set (inference alone:
+    // of the convolutions that run conv_forward).
     size_t conv_local = 1;
     for (const auto& l : net_.layers)
-        if (l.kind == LayerKind::Conv)
+        if (l.kind == LayerKind::Conv && (!inference_only_ || inference_runs_own_conv(l, conv_algo_)))
             for (int o = 0; o < l.out.c; ++o)
                 conv_local = std::max(conv_local, static_cast<size_t>(l.conn_begin[static_cast<size_t>(o) + 1] -
                                                                       l.conn_begin[static_cast<size_t>(o)]) *
@@ -164,10 +191,11 @@ void OpenCLBatchEngine::build_program() {
         throw Error("gpu-local: a convolution output map's weights take " + std::to_string(conv_local * sizeof(float)) +
                     " bytes; " + rt_->device().name + " has " + std::to_string(local_mem) +
                     " of __local memory (CL_DEVICE_LOCAL_MEM_SIZE)");
-    // The fast convolution kernels are built for the kernel size of the first layer they can take.
+    // The fast convolution kernels (training only: inference runs conv_forward) are built for the
+    // kernel size of the first layer they can take.
     conv_fk_ = 0;
     for (const auto& l : net_.layers)
-        if (conv_fk_ == 0 && fast_conv(l, l.kernel)) conv_fk_ = l.kernel;
+        if (!inference_only_ && conv_fk_ == 0 && fast_conv(l, l.kernel)) conv_fk_ = l.kernel;
     std::string conv_fast;
     if (conv_fk_) {
         const size_t sums = 256 * static_cast<size_t>(conv_fk_ * conv_fk_ + 1);
@@ -182,9 +210,10 @@ void OpenCLBatchEngine::build_program() {
                " -DGEMM_TK=" + std::to_string(t.tk) + " -DGEMM_RM=" + std::to_string(t.rm) +
                " -DGEMM_RN=" + std::to_string(t.rn);
     };
-    const std::string source = opencl_kernel_file("data.cl") + opencl_kernel_file("batch_layers.cl");
+    const std::string source =
+        opencl_kernel_file("data.cl") + opencl_kernel_file("batch_layers.cl") + opencl_kernel_file("infer.cl");
     tensor_cores_ = false;
-    if (memory_ == MemoryVariant::Local && has_tf32_tensor_cores(dev)) {
+    if (!inference_only_ && memory_ == MemoryVariant::Local && has_tf32_tensor_cores(dev)) {
         try {  // gemm_tc.cl's inline PTX; a driver that refuses it leaves the fast GEMM
             program_ = rt_->program(source + opencl_kernel_file("gemm_tc.cl"), options + tiles(kLargeTiles) + " -DGEMM_TC");
             tensor_cores_ = true;
@@ -192,7 +221,7 @@ void OpenCLBatchEngine::build_program() {
         }
     }
     if (!tensor_cores_) program_ = rt_->program(source, options + tiles(kLargeTiles));
-    small_gemm_ = rt_->program(source, options + tiles(kSmallTiles));
+    if (!inference_only_) small_gemm_ = rt_->program(source, options + tiles(kSmallTiles));
 }
 
 // C = A B with the epilogue `mode` (batch_layers.cl's gemm). When its tiles are too few to give
@@ -573,6 +602,7 @@ void OpenCLBatchEngine::plan(int count) {
 }
 
 void OpenCLBatchEngine::forward(Split split, int first, int count) {
+    refuse_in_inference("forward()");
     const bool train = split == Split::Train;
     const SplitData& data = batch_data(split, first, count);
     cl_checked([&] {
@@ -599,6 +629,7 @@ void OpenCLBatchEngine::forward(Split split, int first, int count) {
 }
 
 void OpenCLBatchEngine::backward() {
+    refuse_in_inference("backward()");
     if (!last_was_train_) throw Error("backward() needs a training forward() first");
     cl_checked([&] { timeline_.run(Phase::Backward, backward_); });
     pending_ = !deferred_.empty();
@@ -616,6 +647,7 @@ void OpenCLBatchEngine::complete_backward() {
 }
 
 void OpenCLBatchEngine::update(float lr, float momentum, float weight_decay) {
+    refuse_in_inference("update()");
     cl_checked([&] {
         auto rated = [&](std::vector<Launch>& launches) -> std::vector<Launch>& {
             for (Launch& l : launches) {  // batch_sgd, fc_sgd and fc_sgd_data take the rates as arguments 4-6
@@ -636,6 +668,7 @@ void OpenCLBatchEngine::update(float lr, float momentum, float weight_decay) {
         pending_ = false;
         rt_->flush();  // hand the step to the device now, without waiting for it
     });
+    if (inference_) inference_->params_changed();
 }
 
 std::vector<float> OpenCLBatchEngine::layer_output(size_t layer) {

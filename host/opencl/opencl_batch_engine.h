@@ -5,6 +5,8 @@
 // the samples), convolutions, pooling and subsampling direct kernels, with each sample's share of
 // their gradients added up in sample order. Everything stays on the device as in OpenCLEngine:
 // both data sets (converted once), parameters, gradients, momentum, activations and the losses.
+// It also runs Engine::infer (batch_inference.h), on a training engine or on one made for inference
+// alone.
 #pragma once
 #include <map>
 #include <memory>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "conv/opencl_conv.h"
+#include "opencl/batch_inference.h"
 #include "opencl/opencl_engine_base.h"
 
 namespace lenet5 {
@@ -20,13 +23,17 @@ namespace lenet5 {
 class OpenCLBatchEngine final : public OpenCLEngineBase {
 public:
     // Throws Error when the device lacks what the variant needs (gpu-constant: a convolution's
-    // or subsampling's weights larger than its __constant buffer).
+    // or subsampling's weights larger than its __constant buffer, for the layers that read them so).
     // conv_algo: how convolutions whose maps all read every input map run (host/conv/): Direct,
     // Im2col, Winograd, CLBlast (its routines planned as launches that enqueue them on this engine's
-    // queue), Own (this engine's own convolution kernels), or Auto (what `lenet5 tune --conv` found
-    // fastest for the layer's shape and batch on this device, own included; untuned: own).
+    // queue), Own (this engine's own convolution kernels), or Auto (training: what `lenet5 tune
+    // --conv` found fastest for the layer's shape and batch on this device, own included; untuned:
+    // own; inference: batch_inference.h's rule).
+    // inference_only: an engine for infer() alone (opencl_engine_base.h), without the buffers and
+    // kernels of training; gpu-constant then checks only the layers whose inference reads __constant
+    // memory (VGG16's convolutions go through OpenCLConv and __global memory).
     OpenCLBatchEngine(Network net, MemoryVariant memory, std::shared_ptr<DeviceRuntime> runtime,
-                      conv::ConvAlgo conv_algo = conv::ConvAlgo::Auto);
+                      conv::ConvAlgo conv_algo = conv::ConvAlgo::Auto, bool inference_only = false);
 
     std::string device() const override {
         return rt_->device().name + (tensor_cores_ ? " (batch-level), GEMMs on tensor cores (3xTF32)" : " (batch-level)");
@@ -35,6 +42,7 @@ public:
     void forward(Split split, int first, int count) override;
     void backward() override;
     void update(float lr, float momentum, float weight_decay) override;
+    void infer(const float* inputs, int count, float* outputs, std::vector<double>* layer_ms) override;
     std::vector<float> layer_output(size_t layer) override;
 
 private:
@@ -50,6 +58,7 @@ private:
 
     void complete_gradients() override { complete_backward(); }
     void gradients_given() override { pending_ = false; }
+    void params_replaced() override;
     void inputs_changed(Split split, bool slots_replaced) override;
 
     void build_program();
@@ -63,6 +72,7 @@ private:
               int c_m, int c_n, int mode, int act, const cl::Buffer& E, int e_off);
     Launch sum_rows(const cl::Buffer& part, int rows, int cols, int split, int off_w, int off_b, const std::string& layer);
     void complete_backward();
+    BatchInference& inference();  // made on first use
 
     // program_: every kernel, the GEMM with large tiles.
     cl::Program small_gemm_;  // the GEMM with small tiles
@@ -72,6 +82,7 @@ private:
     conv::ConvAlgo conv_algo_;
     std::map<std::string, conv::ConvAlgo> tuned_conv_;  // lenet5 tune --conv's, by shape
     std::unique_ptr<conv::OpenCLConv> conv_;            // made when a layer first needs it
+    std::unique_ptr<BatchInference> inference_;         // after conv_: it uses conv_
 
     // acts_[0]: the batch's inputs, acts_[k + 1]: layer k's outputs; deltas_[k]: layer k's deltas;
     // partials_: the gradient shares of a convolution (per sample or part of one) or subsampling (per sample).

@@ -11,9 +11,10 @@
 namespace lenet5 {
 
 OpenCLEngineBase::OpenCLEngineBase(Network net, MemoryVariant memory, std::shared_ptr<DeviceRuntime> runtime,
-                                   int sample_every)
+                                   int sample_every, bool inference_only)
     : net_(std::move(net)),
       memory_(memory),
+      inference_only_(inference_only),
       rt_(std::move(runtime)),
       timeline_(rt_, sample_every),
       wg_(floor_pow2(std::min(size_t{256}, rt_->max_group()))),
@@ -21,8 +22,10 @@ OpenCLEngineBase::OpenCLEngineBase(Network net, MemoryVariant memory, std::share
     cl_checked([&] {
         const size_t bytes = layout_.size() * sizeof(float);
         params_ = rt_->buffer(bytes);
-        grads_ = rt_->buffer(bytes);
-        velocity_ = rt_->buffer(bytes);
+        if (!inference_only_) {
+            grads_ = rt_->buffer(bytes);
+            velocity_ = rt_->buffer(bytes);
+        }
         // The host's byte -> input conversion (preprocess.h) of all 256 byte values: the device
         // converts by lookup, so both sides use the same floats.
         std::vector<uint8_t> all(256);
@@ -50,7 +53,13 @@ std::string OpenCLEngineBase::build_options(const std::string& extra) const {
     return std::string("-cl-std=CL1.2") + memory + extra + (env && *env ? std::string(" ") + env : "");
 }
 
+void OpenCLEngineBase::refuse_in_inference(const char* call) const {
+    if (inference_only_)
+        throw Error(variant() + ": this engine was made for inference (infer, set_params, params); it runs no " + call);
+}
+
 void OpenCLEngineBase::upload(Split split, const Dataset& data) {
+    refuse_in_inference("upload()");
     cl_checked([&] {
         const Shape& in = net_.input;
         if (data.count <= 0) throw Error("cannot upload an empty data set");
@@ -123,8 +132,10 @@ void OpenCLEngineBase::set_params(const std::vector<float>& params) {
     cl_checked([&] {
         settle();  // the loss of a forward before these parameters
         write_flat(params_, params);
-        rt_->fill(velocity_, 0.0f, layout_.size() * sizeof(float));
-        write_flat(grads_, std::vector<float>(net_.param_count, std::numeric_limits<float>::quiet_NaN()));
+        if (!inference_only_) {
+            rt_->fill(velocity_, 0.0f, layout_.size() * sizeof(float));
+            write_flat(grads_, std::vector<float>(net_.param_count, std::numeric_limits<float>::quiet_NaN()));
+        }
         params_replaced();
     });
 }
@@ -134,15 +145,18 @@ std::vector<float> OpenCLEngineBase::params() {
 }
 
 void OpenCLEngineBase::set_momentum_buffer(const std::vector<float>& velocity) {
+    refuse_in_inference("set_momentum_buffer()");
     check_param_count(net_, velocity, "momentum buffer");
     cl_checked([&] { write_flat(velocity_, velocity); });
 }
 
 std::vector<float> OpenCLEngineBase::momentum_buffer() {
+    refuse_in_inference("momentum_buffer()");
     return cl_checked([&] { return read_flat(velocity_); });
 }
 
 void OpenCLEngineBase::set_order(const std::vector<int32_t>& order) {
+    refuse_in_inference("set_order()");
     if (order.size() != static_cast<size_t>(train_.count))
         throw Error("the training order has " + std::to_string(order.size()) + " entries, the training set " +
                     std::to_string(train_.count) + " samples");
@@ -192,6 +206,7 @@ std::vector<KernelTime> OpenCLEngineBase::take_kernel_times() {
 }
 
 std::vector<float> OpenCLEngineBase::gradients() {
+    refuse_in_inference("gradients()");
     return cl_checked([&] {
         complete_gradients();
         return read_flat(grads_);
@@ -199,6 +214,7 @@ std::vector<float> OpenCLEngineBase::gradients() {
 }
 
 void OpenCLEngineBase::set_gradients(const std::vector<float>& gradients) {
+    refuse_in_inference("set_gradients()");
     check_param_count(net_, gradients, "gradient buffer");
     cl_checked([&] {
         gradients_given();

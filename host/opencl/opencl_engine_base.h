@@ -50,12 +50,15 @@ public:
     std::vector<float> gradients() override;
     void set_gradients(const std::vector<float>& gradients) override;
 
-    ExchangePort* exchange_port() override { return this; }
+    ExchangePort* exchange_port() override { return inference_only_ ? nullptr : this; }
 
 protected:
     // sample_every: the Timeline's sampling of small steps. The buffers of the parameters exist
-    // afterwards; the derived engine builds program_ and then calls set_params.
-    OpenCLEngineBase(Network net, MemoryVariant memory, std::shared_ptr<DeviceRuntime> runtime, int sample_every);
+    // afterwards; the derived engine builds program_ and then calls set_params. inference_only: an
+    // engine for Engine::infer alone, with no gradients, momentum or data sets (grads_ and velocity_
+    // stay null); the calls that need them throw Error (refuse_in_inference).
+    OpenCLEngineBase(Network net, MemoryVariant memory, std::shared_ptr<DeviceRuntime> runtime, int sample_every,
+                     bool inference_only = false);
 
     struct SplitData {
         int count = 0;
@@ -95,9 +98,12 @@ protected:
     std::vector<float> read_flat(const cl::Buffer& buffer);
     // Reads back the losses and hits since the last collection and adds them up in sample order.
     void collect_counters();
+    // Throws Error for a training call (`call`, e.g. "backward()") on an inference-only engine.
+    void refuse_in_inference(const char* call) const;
 
     Network net_;
     MemoryVariant memory_;
+    bool inference_only_;
     std::shared_ptr<DeviceRuntime> rt_;
     // What the device did, per phase of a step (or per transfer), and the per-kernel profile.
     Timeline timeline_;
