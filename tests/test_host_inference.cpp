@@ -3,11 +3,12 @@
 // im2col, match cpu's; and changed parameters (set_params, update, the exchange) are seen.
 #include <gtest/gtest.h>
 
-#include <cmath>
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "common/rng.h"
 #include "engine/engine_factory.h"
 #include "engine/host_inference.h"
