@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -228,6 +229,43 @@ TEST_P(Mutation, ParametersStoredByTheExchangeAreSeen) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, Mutation, ::testing::Values("cpu", "avx", "omp"));
+
+// An engine made for inference holds no gradients or momentum (VGG16's would be 553 MB each, and one
+// more per thread) and refuses every training call with one line naming it.
+TEST(HostInference, AnInferenceEngineRefusesTraining) {
+    const Network net = lenet5_network();
+    for (const std::string variant : {"cpu", "omp"}) {
+        if (!runs(variant)) continue;
+        EngineRequest r;
+        r.variant = variant;
+        r.inference = true;
+        auto engine = make_engine(net, r);
+        const std::vector<float> params = init_params(net, 1);
+        engine->set_params(params);
+        EXPECT_EQ(engine->params(), params);
+        EXPECT_EQ(engine->exchange_port(), nullptr);
+        const std::vector<std::pair<std::string, std::function<void()>>> calls{
+            {"upload()", [&] { engine->upload(Split::Train, random_dataset(4, 1)); }},
+            {"set_order()", [&] { engine->set_order({0, 1, 2, 3}); }},
+            {"forward()", [&] { engine->forward(Split::Test, 0, 1); }},
+            {"backward()", [&] { engine->backward(); }},
+            {"update()", [&] { engine->update(0.1f, 0.9f, 0.0f); }},
+            {"gradients()", [&] { engine->gradients(); }},
+            {"set_gradients()", [&] { engine->set_gradients(params); }},
+            {"momentum_buffer()", [&] { engine->momentum_buffer(); }},
+            {"set_momentum_buffer()", [&] { engine->set_momentum_buffer(params); }},
+        };
+        for (const auto& [name, call] : calls) {
+            try {
+                call();
+                ADD_FAILURE() << name << " ran on an inference engine";
+            } catch (const Error& e) {
+                const std::string what = e.what();
+                EXPECT_EQ(what, variant + ": this engine was made for inference (infer, set_params, params); it runs no " + name);
+            }
+        }
+    }
+}
 
 }  // namespace
 }  // namespace lenet5

@@ -83,13 +83,13 @@ std::unique_ptr<Engine> make_engine(const Network& net, const EngineRequest& req
     const std::string variant = resolve_variant(request.variant);
     if (!built(variant))
         throw Error("variant '" + variant + "' is not built into this binary (built: " + joined(built_variants()) + ")");
-    if (variant == "cpu") return std::make_unique<HostEngine>(net, "cpu", cpu_ops(), 1);
+    if (variant == "cpu") return std::make_unique<HostEngine>(net, "cpu", cpu_ops(), 1, request.inference);
 #ifdef LENET5_HAVE_SIMD
     if (variant == "avx" || variant == "omp") {
         const HostOps* ops = simd_ops();
         if (!ops) throw Error("variant '" + variant + "' needs a CPU with AVX2 and FMA; this one has neither (use --variant cpu)");
         const int threads = variant == "avx" ? 1 : (request.threads > 0 ? request.threads : default_threads());
-        return std::make_unique<HostEngine>(net, variant, *ops, threads);
+        return std::make_unique<HostEngine>(net, variant, *ops, threads, request.inference);
     }
 #endif
 #ifdef LENET5_HAVE_OPENCL

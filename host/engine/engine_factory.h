@@ -17,7 +17,7 @@ struct EngineRequest {
     int batch = 0;                 // OpenCL: the training batch, whose tuned group (lenet5 tune) applies; 0 = none
     std::string workers;           // train --workers SPEC (train/training_engine.h); make_engine ignores it
     conv::ConvAlgo conv_algo = conv::ConvAlgo::Auto;  // OpenCL batch-level path: its convolutions' algorithm
-    bool inference = false;  // for Engine::infer(): the OpenCL variants build the batch-level engine
+    bool inference = false;  // an engine for Engine::infer() alone (no training buffers); OpenCL: the batch-level one
 };
 
 // Every variant name the program knows, built or not.

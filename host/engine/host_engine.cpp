@@ -25,14 +25,17 @@ int part_begin(int n, int part, int parts) { return static_cast<int>(static_cast
 
 }  // namespace
 
-HostEngine::HostEngine(Network net, std::string variant, const HostOps& ops, int threads)
-    : net_(std::move(net)), variant_(std::move(variant)), ops_(ops), threads_(std::max(1, threads)) {
+HostEngine::HostEngine(Network net, std::string variant, const HostOps& ops, int threads, bool inference_only)
+    : net_(std::move(net)), variant_(std::move(variant)), ops_(ops), threads_(std::max(1, threads)),
+      inference_only_(inference_only) {
 #ifndef LENET5_HAVE_OPENMP
     threads_ = 1;
 #endif
     params_.assign(net_.param_count, 0.0f);
-    velocity_.assign(net_.param_count, 0.0f);
-    grads_.assign(net_.param_count, 0.0f);
+    if (!inference_only_) {
+        velocity_.assign(net_.param_count, 0.0f);
+        grads_.assign(net_.param_count, 0.0f);
+    }
     int largest = net_.input.size();
     for (const auto& l : net_.layers) largest = std::max(largest, l.out.size());
     scratch_.assign(static_cast<size_t>(threads_), std::vector<float>(2 * static_cast<size_t>(largest)));
@@ -55,7 +58,7 @@ HostEngine::HostEngine(Network net, std::string variant, const HostOps& ops, int
             b[k].d.resize(static_cast<size_t>(l.out.size()));
         }
     }
-    part_grads_.assign(static_cast<size_t>(threads_ - 1), std::vector<float>(net_.param_count));
+    if (!inference_only_) part_grads_.assign(static_cast<size_t>(threads_ - 1), std::vector<float>(net_.param_count));
     // Row blocks of multiples of 4 (the SIMD register blocks); part 0 always has rows.
     for (size_t k = tail_; k < net_.layers.size(); ++k) {
         const LayerSpec& l = net_.layers[k];
@@ -94,7 +97,15 @@ double HostEngine::ms_since(Clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-void HostEngine::upload(Split split, const Dataset& data) { (split == Split::Train ? train_ : test_) = data; }
+void HostEngine::refuse_in_inference(const char* call) const {
+    if (inference_only_)
+        throw Error(variant_ + ": this engine was made for inference (infer, set_params, params); it runs no " + call);
+}
+
+void HostEngine::upload(Split split, const Dataset& data) {
+    refuse_in_inference("upload()");
+    (split == Split::Train ? train_ : test_) = data;
+}
 
 void HostEngine::set_params(const std::vector<float>& params) {
     check_param_count(net_, params, "parameter buffer");
@@ -105,17 +116,20 @@ void HostEngine::set_params(const std::vector<float>& params) {
 }
 
 void HostEngine::set_momentum_buffer(const std::vector<float>& velocity) {
+    refuse_in_inference("set_momentum_buffer()");
     check_param_count(net_, velocity, "momentum buffer");
     velocity_ = velocity;
     velocity_outer_ = false;
 }
 
 std::vector<float> HostEngine::momentum_buffer() {
+    refuse_in_inference("momentum_buffer()");
     materialize(velocity_outer_, velocity_buf_, velocity_);
     return velocity_;
 }
 
 std::vector<float> HostEngine::gradients() {
+    refuse_in_inference("gradients()");
     materialize(grads_outer_, grads_buf_, grads_);
     return grads_;
 }
@@ -174,6 +188,7 @@ void HostEngine::forward_head(const Dataset& data, const int32_t* order, int fir
 }
 
 void HostEngine::forward(Split split, int first, int count) {
+    refuse_in_inference("forward()");
     const auto t0 = Clock::now();
     const Dataset& data = split == Split::Train ? train_ : test_;
     const int limit = split == Split::Train ? static_cast<int>(order_.size()) : data.count;
@@ -259,6 +274,7 @@ void HostEngine::backward_head(int part, const float* d, size_t dsize, float* g)
 }
 
 void HostEngine::backward() {
+    refuse_in_inference("backward()");
     const auto t0 = Clock::now();
     if (!last_was_train_) throw Error("backward() needs a training forward() first");
     const size_t L = net_.layers.size();
@@ -360,12 +376,14 @@ void HostEngine::announce(size_t layer) const {
 }
 
 void HostEngine::set_gradients(const std::vector<float>& gradients) {
+    refuse_in_inference("set_gradients()");
     check_param_count(net_, gradients, "gradient buffer");
     grads_ = gradients;
     grads_outer_ = false;
 }
 
 void HostEngine::update(float lr, float momentum, float weight_decay) {
+    refuse_in_inference("update()");
     auto t0 = Clock::now();
     inference_stale_ = true;
     // Without momentum and weight decay, the outer-product layers' gradients are computed inside

@@ -29,7 +29,10 @@ public:
     // the shared buffer (one copy of a large gradient, not one per thread); the parts'
     // shares of its input gradient are summed in part order. So a run is deterministic
     // for a given thread count.
-    HostEngine(Network net, std::string variant, const HostOps& ops, int threads);
+    // inference_only: an engine for infer() alone (with set_params and params), without the
+    // gradients and momentum of training (VGG16's would be 553 MB each, and one more per thread);
+    // the training calls then throw Error.
+    HostEngine(Network net, std::string variant, const HostOps& ops, int threads, bool inference_only = false);
 
     std::string variant() const override { return variant_; }
     std::string device() const override;
@@ -40,7 +43,10 @@ public:
     std::vector<float> params() override { return params_; }
     void set_momentum_buffer(const std::vector<float>& velocity) override;
     std::vector<float> momentum_buffer() override;
-    void set_order(const std::vector<int32_t>& order) override { order_ = order; }
+    void set_order(const std::vector<int32_t>& order) override {
+        refuse_in_inference("set_order()");
+        order_ = order;
+    }
 
     void forward(Split split, int first, int count) override;
     void backward() override;
@@ -57,9 +63,11 @@ public:
     std::vector<float> gradients() override;
     void set_gradients(const std::vector<float>& gradients) override;
 
-    ExchangePort* exchange_port() override { return this; }
+    ExchangePort* exchange_port() override { return inference_only_ ? nullptr : this; }
 
 private:
+    // Throws Error for a training call (`call`, e.g. "backward()") on an inference-only engine.
+    void refuse_in_inference(const char* call) const;
     // ExchangePort: the storage itself, so fetching and storing move nothing.
     bool listen(BackwardListener listener) override;
     float* flat(FlatBuffer which) override { return which == FlatBuffer::Params ? params_.data() : grads_.data(); }
@@ -101,6 +109,7 @@ private:
     std::string variant_;
     const HostOps& ops_;
     int threads_;
+    bool inference_only_;
 
     std::vector<float> params_, velocity_, grads_;
     std::vector<std::vector<float>> part_grads_;  // parts 1..: gradients (part 0 adds into grads_)
