@@ -20,6 +20,16 @@ inline float activate(Activation a, float x) {
     return x;
 }
 
+// dst[x] = activate(act, src[x]) for x < n, the branch outside the loop so that each vectorises.
+inline void activate_into(const float* src, int n, Activation act, float* dst) {
+    if (act == Activation::None)
+        for (int x = 0; x < n; ++x) dst[x] = src[x];
+    else if (act == Activation::ReLU)
+        for (int x = 0; x < n; ++x) dst[x] = src[x] > 0.0f ? src[x] : 0.0f;
+    else
+        for (int x = 0; x < n; ++x) dst[x] = activate(act, src[x]);
+}
+
 struct HostOps {
     // out[layer.out] = activation(layer(in[layer.in])) for one sample.
     void (*forward)(const LayerSpec& layer, const float* params, const float* in, float* out);

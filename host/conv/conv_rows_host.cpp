@@ -7,7 +7,7 @@
 namespace lenet5 {
 
 LENET5_CPU_CLONES
-void conv_rows(const ConvRowsShape& s, const float* in, const float* weight, const float* bias, OnnxAct act, int y0,
+void conv_rows(const ConvRowsShape& s, const float* in, const float* weight, const float* bias, Activation act, int y0,
                int ny, int m0, int mw, float* out, float* scratch) {
     const int PW = s.OW + s.kw - 1, taps = s.kh * s.kw;
     float* sum = scratch + size_t(s.C) * s.kh * PW;

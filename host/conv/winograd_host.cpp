@@ -111,7 +111,7 @@ void winograd_input(const WinogradShape& s, const float* in, int t0, int nt, flo
 
 LENET5_CPU_CLONES
 void winograd_output(const WinogradShape& s, const float* M, int t0, int nt, int m0, int mw, const float* bias,
-                     OnnxAct act, float* out) {
+                     Activation act, float* out) {
     const size_t xi_stride = size_t(mw) * nt;
     const int most = s.tiles_w();
     std::vector<float> buf(size_t(24 + 4) * most);  // A^T m: [row][column][tile]; then one output row

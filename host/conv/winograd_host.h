@@ -10,7 +10,7 @@
 #pragma once
 #include <vector>
 
-#include "io/onnx_graph.h"
+#include "host_ops.h"
 
 namespace lenet5 {
 
@@ -31,6 +31,6 @@ void winograd_input(const WinogradShape& s, const float* in, int t0, int nt, flo
 // out[m0 + m] (one sample's output, OC x OH x OW) at tiles t0 .. t0+nt-1 = act(A^T M A + bias)
 // for m < mw, from M[xi][m][j] (36 x mw x nt); a tile's outputs past the edge are dropped.
 void winograd_output(const WinogradShape& s, const float* M, int t0, int nt, int m0, int mw, const float* bias,
-                     OnnxAct act, float* out);
+                     Activation act, float* out);
 
 }  // namespace lenet5

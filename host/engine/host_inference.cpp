@@ -28,16 +28,6 @@ constexpr int kWinoXi = 36;  // GEMMs per Winograd layer: one per point of the 6
 constexpr int kWinoBlock = 64;
 constexpr int kRowBlock = 8;  // output rows per work item of the Rows path
 
-OnnxAct infer_act(Activation a) {
-    switch (a) {
-        case Activation::ReLU: return OnnxAct::Relu;
-        case Activation::Sigmoid: return OnnxAct::Sigmoid;
-        case Activation::Tanh: return OnnxAct::Tanh;
-        case Activation::None: break;
-    }
-    return OnnxAct::None;
-}
-
 // Every output map reads every input map, in order: the weights are [out][in][K][K].
 bool full_table(const LayerSpec& l) {
     if (l.connections() != l.out.c * l.in.c) return false;
@@ -280,7 +270,7 @@ void HostInference::conv_winograd(size_t k, const float* params, const float* x,
     const Items sp = split((tiles + nb - 1) / nb, count, OC, OC / 16 + 1);
     const float* U = filters_[k].data();
     const float* bias = params + l.bias_offset;
-    const OnnxAct act = infer_act(l.activation);
+    const Activation act = l.activation;
 #pragma omp parallel for schedule(dynamic) num_threads(threads_) if (threads_ > 1)
     for (int item = 0; item < sp.items; ++item) {
         const int s = sp.sample(item), t0 = sp.block(item) * nb, m0 = sp.map0(item);
@@ -352,7 +342,7 @@ void HostInference::conv_by_rows(const LayerSpec& l, const float* params, const 
     const Items sp = split((OH + kRowBlock - 1) / kRowBlock, count, OC, OC);
     const float* weight = params + l.weight_offset;
     const float* bias = params + l.bias_offset;
-    const OnnxAct act = infer_act(l.activation);
+    const Activation act = l.activation;
 #pragma omp parallel for schedule(dynamic) num_threads(threads_) if (threads_ > 1)
     for (int item = 0; item < sp.items; ++item) {
         const int s = sp.sample(item), y0 = sp.block(item) * kRowBlock, m0 = sp.map0(item);

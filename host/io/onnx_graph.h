@@ -3,7 +3,6 @@
 // folded. It is a step on the way, not a model: onnx_import.h turns it into the Network that every
 // command and engine runs.
 #pragma once
-#include <cmath>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -65,25 +64,5 @@ struct OnnxGraph {
 void finish_graph(OnnxGraph& g);
 
 const char* act_name(OnnxAct act);
-
-inline float activate(OnnxAct a, float x) {
-    switch (a) {
-        case OnnxAct::Relu: return x > 0.0f ? x : 0.0f;
-        case OnnxAct::Sigmoid: return 1.0f / (1.0f + std::exp(-x));
-        case OnnxAct::Tanh: return std::tanh(x);
-        case OnnxAct::None: break;
-    }
-    return x;
-}
-
-// dst[x] = activate(act, src[x]) for x < n, the branch outside the loop so that each vectorises.
-inline void activate_into(const float* src, int n, OnnxAct act, float* dst) {
-    if (act == OnnxAct::None)
-        for (int x = 0; x < n; ++x) dst[x] = src[x];
-    else if (act == OnnxAct::Relu)
-        for (int x = 0; x < n; ++x) dst[x] = src[x] > 0.0f ? src[x] : 0.0f;
-    else
-        for (int x = 0; x < n; ++x) dst[x] = activate(act, src[x]);
-}
 
 }  // namespace lenet5
