@@ -5,10 +5,12 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "engine/engine.h"
 #include "engine/host_engine.h"
 #include "engine/reference_check.h"
@@ -87,6 +89,35 @@ inline void save_model_checkpoint(const Model& m, std::vector<float> params, con
     c.params = std::move(params);
     c.velocity.assign(c.params.size(), 0.0f);
     save_checkpoint(path, c);
+}
+
+// An engine made for inference (EngineRequest::inference) with `params` set: it keeps them, takes no
+// part in an exchange, and refuses every training call with one line naming the call.
+inline void expect_refuses_training(Engine& engine, const std::vector<float>& params) {
+    engine.set_params(params);
+    EXPECT_EQ(engine.params(), params);
+    EXPECT_EQ(engine.exchange_port(), nullptr);
+    const std::vector<std::pair<std::string, std::function<void()>>> calls{
+        {"upload()", [&] { engine.upload(Split::Train, random_dataset(4, 1)); }},
+        {"set_order()", [&] { engine.set_order({0, 1, 2, 3}); }},
+        {"forward()", [&] { engine.forward(Split::Test, 0, 1); }},
+        {"backward()", [&] { engine.backward(); }},
+        {"update()", [&] { engine.update(0.1f, 0.9f, 0.0f); }},
+        {"gradients()", [&] { engine.gradients(); }},
+        {"set_gradients()", [&] { engine.set_gradients(params); }},
+        {"momentum_buffer()", [&] { engine.momentum_buffer(); }},
+        {"set_momentum_buffer()", [&] { engine.set_momentum_buffer(params); }},
+    };
+    for (const auto& [name, call] : calls) {
+        try {
+            call();
+            ADD_FAILURE() << name << " ran on an inference engine";
+        } catch (const Error& e) {
+            EXPECT_EQ(std::string(e.what()), engine.variant() +
+                                                 ": this engine was made for inference (infer, set_params, params); it runs no " +
+                                                 name);
+        }
+    }
 }
 
 }  // namespace lenet5::test
