@@ -3,34 +3,39 @@
 # alike: LeNet-5 on `omp` (one epoch, batch 64) and VGG16 inference on `omp` at batch 1 and 8 beside
 # onnxruntime-node on the same threads (bench/infer_vgg16_cpu.sh's model and images).
 #   bench/compare_cpu.sh OLD_BINARY NEW_BINARY [ROUNDS, default 3]
+# VGG16=0 times LeNet-5 alone (more rounds in the same time, for a noisy machine).
 # Prints each run and the medians: LeNet-5 wall ms per epoch and test accuracy; VGG16 ms per image.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 old=${1:?usage: bench/compare_cpu.sh OLD_BINARY NEW_BINARY [ROUNDS]}; new=${2:?new binary}; rounds=${3:-3}
-threads=$(nproc); W=${LENET5_WORK:-/tmp/lenet5-vgg}; mkdir -p "$W"
-bench/peers/install_onnxruntime.sh
-[ -f "$W/vgg16.onnx" ] || /usr/bin/python3 bench/make_vgg16_onnx.py vgg16 "$W/vgg16.onnx" --seed 1
-[ -f "$W/x.npy" ] || /usr/bin/python3 -c "import numpy as np, sys; np.save(sys.argv[1], np.random.default_rng(3).uniform(-1, 1, (10, 3, 224, 224)).astype('<f4'))" "$W/x.npy"
+threads=$(nproc); W=${LENET5_WORK:-/tmp/lenet5-vgg}; mkdir -p "$W"; vgg=${VGG16:-1}
+if [ "$vgg" = 1 ]; then
+    bench/peers/install_onnxruntime.sh
+    [ -f "$W/vgg16.onnx" ] || /usr/bin/python3 bench/make_vgg16_onnx.py vgg16 "$W/vgg16.onnx" --seed 1
+    [ -f "$W/x.npy" ] || /usr/bin/python3 -c "import numpy as np, sys; np.save(sys.argv[1], np.random.default_rng(3).uniform(-1, 1, (10, 3, 224, 224)).astype('<f4'))" "$W/x.npy"
+fi
 echo "machine: $threads cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 R=$(mktemp -d)
 for round in $(seq "$rounds"); do
     for which in old new; do
         bin=${!which}
         "$bin" train --variant omp --threads "$threads" --epochs 1 --json "$R/lenet5_${which}_$round.json" >/dev/null
+        [ "$vgg" = 1 ] || continue
         for b in 1 8; do
             OMP_NUM_THREADS=$threads "$bin" infer --onnx "$W/vgg16.onnx" --input "$W/x.npy" --output "$R/y.npy" \
                 --variant omp --threads "$threads" --batch $b --repeats 3 --json "$R/vgg_${which}_b${b}_$round.json" >/dev/null
         done
     done
+    [ "$vgg" = 1 ] || continue
     for b in 1 8; do
         node bench/peers/onnxruntime_run.js --model "$W/vgg16.onnx" --input "$W/x.npy" \
             --output "$R/y_ort.npy" --batch $b --threads "$threads" --repeats 3 > "$R/ort_b${b}_$round.json"
     done
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
-/usr/bin/python3 - "$R" "$rounds" <<'PY'
+/usr/bin/python3 - "$R" "$rounds" "$vgg" <<'PY'
 import json, statistics, sys
-R, rounds = sys.argv[1], int(sys.argv[2])
+R, rounds, vgg = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
 def load(name): return json.load(open(f"{R}/{name}"))
 def tail_json(name):  # onnxruntime_run.js prints its JSON as the last line
     return json.loads(open(f"{R}/{name}").read().strip().splitlines()[-1])
@@ -39,7 +44,7 @@ for which in ("old", "new"):
     wall = [x["epochs"][0]["wall_ms"] for x in runs]
     print(f"LeNet-5 omp {which}: wall ms {', '.join('%.0f' % w for w in wall)}; median {statistics.median(wall):.0f}; "
           f"test {100 * runs[0]['final_test_accuracy']:.2f}%")
-for b in (1, 8):
+for b in (1, 8) if vgg else ():
     ort = statistics.median(tail_json(f"ort_b{b}_{r}.json")["ms_per_image"] for r in range(1, rounds + 1))
     line = f"VGG16 batch {b}: onnxruntime {ort:.1f} ms per image"
     for which in ("old", "new"):
