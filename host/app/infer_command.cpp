@@ -83,7 +83,7 @@ void to_network_input(const float* x, const std::vector<int64_t>& dims, const Ne
     const InputScaling& sc = net.scaling;
     const int64_t n = product(dims);
     if (n == net.input.size()) {
-        for (int64_t i = 0; i < n; ++i) out[i] = sc.is_identity() ? x[i] : x[i] * sc.scale + sc.shift;
+        for (int64_t i = 0; i < n; ++i) out[i] = x[i] * sc.scale + sc.shift;  // exact for scale 1, shift 0
         return;
     }
     const int rows = int(dims[dims.size() - 2]), cols = int(dims.back());  // one map (onnx_import's padding)

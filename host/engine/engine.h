@@ -115,6 +115,12 @@ public:
     virtual std::vector<float> gradients() = 0;
 };
 
+// What an engine made for inference (EngineRequest::inference) throws for a training call (`call`,
+// e.g. "backward()").
+inline Error inference_only_error(const std::string& variant, const char* call) {
+    return Error(variant + ": this engine was made for inference (infer, set_params, params); it runs no " + call);
+}
+
 inline void Engine::infer(const float*, int, float*, std::vector<double>*) {
     throw Error(variant() + ": this engine runs no inference");
 }

@@ -98,8 +98,7 @@ double HostEngine::ms_since(Clock::time_point t0) {
 }
 
 void HostEngine::refuse_in_inference(const char* call) const {
-    if (inference_only_)
-        throw Error(variant_ + ": this engine was made for inference (infer, set_params, params); it runs no " + call);
+    if (inference_only_) throw inference_only_error(variant_, call);
 }
 
 void HostEngine::upload(Split split, const Dataset& data) {

@@ -54,8 +54,7 @@ std::string OpenCLEngineBase::build_options(const std::string& extra) const {
 }
 
 void OpenCLEngineBase::refuse_in_inference(const char* call) const {
-    if (inference_only_)
-        throw Error(variant() + ": this engine was made for inference (infer, set_params, params); it runs no " + call);
+    if (inference_only_) throw inference_only_error(variant(), call);
 }
 
 void OpenCLEngineBase::upload(Split split, const Dataset& data) {
