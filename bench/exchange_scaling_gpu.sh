@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
-# Does a second GPU pay? The CNN at global batch 1024 and 4096, and LeNet-5 at 64, for 3 epochs on
-# one GPU and on two (even split): exact, --grad-precision bf16, --sync-every 4, 8 and 16 (and 16 with
-# the measured split), and under `mpirun -np 2` when the bundle has lenet5-mpi. From a bundle
-# (LENET5_BUNDLE_MPI=1 bench/make_gpu_bundle.sh), on a machine with two GPUs:
-#   bench/exchange_scaling_gpu.sh BUNDLE_DIR
+# Does a second GPU pay, and a fourth? The CNN at global batch 1024 and 4096, and LeNet-5 at 64, for
+# 3 epochs on one GPU and on N (even split; N = 2, and 4 where the machine has four): exact,
+# --grad-precision bf16, --sync-every 8, 16 and 32, and the same under `mpirun -np N --bind-to none`
+# when the bundle has lenet5-mpi (at N = 2 once more with mpirun's default binding, a core per rank,
+# to show what it costs). From a bundle (LENET5_BUNDLE_MPI=1 bench/make_gpu_bundle.sh), on a machine
+# with several GPUs:
+#   bench/exchange_scaling_gpu.sh BUNDLE_DIR [MAX_GPUS]     (default: every NVIDIA GPU listed)
 # Prints each run's epoch rows and a summary line: median wall ms of epochs 2-3, final test accuracy.
-cd "${1:?usage: bench/exchange_scaling_gpu.sh BUNDLE_DIR}"
+cd "${1:?usage: bench/exchange_scaling_gpu.sh BUNDLE_DIR [MAX_GPUS]}"
 export LD_LIBRARY_PATH=$PWD/lib
 mkdir -p /etc/OpenCL/vendors
 [ -f /etc/OpenCL/vendors/nvidia.icd ] || echo libnvidia-opencl.so.1 > /etc/OpenCL/vendors/nvidia.icd
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-read -r a b < <(./lenet5 devices | grep -i nvidia | cut -d: -f1 | head -2 | paste -sd' ')
-echo "GPUs: $a $b"
-./lenet5_exchange_bench pinned --model cnn --device "$a"
+echo "cores: $(nproc)"
+mapfile -t gpus < <(./lenet5 devices | grep -i nvidia | cut -d: -f1 | head -"${2:-8}")
+echo "GPUs: ${gpus[*]}"
+((${#gpus[@]} >= 2)) || { echo "exchange_scaling_gpu.sh: error: fewer than two NVIDIA GPUs listed" >&2; exit 1; }
+./lenet5_exchange_bench pinned --model cnn --device "${gpus[0]}"
 
 summary() {  # the JSON report: median wall ms of the epochs after the first, and the final accuracy
     python3 - "$1" <<'PY'
@@ -28,22 +32,37 @@ run() {  # run LABEL COMMAND...
     echo "== $label: $*"
     "$@" --epochs 3 --data mnist --json /tmp/scaling.json 2>&1 | grep -v '^\s*$' && summary /tmp/scaling.json
 }
+workers() {  # the first N GPUs, an even split: "0@1,1@1"
+    local list="" g
+    for g in "${gpus[@]:0:$1}"; do list+="${list:+,}$g@1"; done
+    echo "$list"
+}
+mpi=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -x LD_LIBRARY_PATH)
+counts=(2)
+((${#gpus[@]} >= 4)) && counts+=(4)
 for batch in 1024 4096; do
     m="--model cnn --batch $batch"
-    run "cnn $batch one GPU" ./lenet5 train $m --device "$a"
-    run "cnn $batch two, exact" ./lenet5 train $m --workers "$a@1,$b@1"
-    run "cnn $batch two, bf16" ./lenet5 train $m --workers "$a@1,$b@1" --grad-precision bf16
-    for k in 4 8 16; do
-        run "cnn $batch two, sync-every $k" ./lenet5 train $m --workers "$a@1,$b@1" --sync-every $k
+    run "cnn $batch one GPU" ./lenet5 train $m --device "${gpus[0]}"
+    for n in "${counts[@]}"; do
+        w=$(workers "$n")
+        run "cnn $batch $n GPUs, exact" ./lenet5 train $m --workers "$w"
+        run "cnn $batch $n GPUs, bf16" ./lenet5 train $m --workers "$w" --grad-precision bf16
+        for k in 8 16 32; do
+            run "cnn $batch $n GPUs, sync-every $k" ./lenet5 train $m --workers "$w" --sync-every $k
+        done
+        [[ -x ./lenet5-mpi ]] || continue
+        for k in 1 16; do
+            run "cnn $batch mpirun -np $n --bind-to none, sync-every $k" \
+                "${mpi[@]}" -np "$n" --bind-to none ./lenet5-mpi train $m --variant gpu-local --sync-every $k
+        done
+        if ((n == 2)); then
+            run "cnn $batch mpirun -np 2 (default binding: a core per rank), sync-every 16" \
+                "${mpi[@]}" -np 2 ./lenet5-mpi train $m --variant gpu-local --sync-every 16
+        fi
     done
-    run "cnn $batch two, sync-every 16, measured shares" ./lenet5 train $m --workers "$a,$b" --sync-every 16
-    if [[ -x ./lenet5-mpi ]]; then
-        run "cnn $batch mpirun -np 2, exact" env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-            mpirun -np 2 -x LD_LIBRARY_PATH ./lenet5-mpi train $m --variant gpu-local
-        run "cnn $batch mpirun -np 2, sync-every 8" env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-            mpirun -np 2 -x LD_LIBRARY_PATH ./lenet5-mpi train $m --variant gpu-local --sync-every 8
-    fi
 done
-run "lenet5 64 one GPU" ./lenet5 train --batch 64 --device "$a"
-run "lenet5 64 two, exact" ./lenet5 train --batch 64 --workers "$a@1,$b@1"
-run "lenet5 64 two, sync-every 8" ./lenet5 train --batch 64 --workers "$a@1,$b@1" --sync-every 8
+run "lenet5 64 one GPU" ./lenet5 train --batch 64 --device "${gpus[0]}"
+for n in "${counts[@]}"; do
+    run "lenet5 64 $n GPUs, exact" ./lenet5 train --batch 64 --workers "$(workers "$n")"
+    run "lenet5 64 $n GPUs, sync-every 8" ./lenet5 train --batch 64 --workers "$(workers "$n")" --sync-every 8
+done

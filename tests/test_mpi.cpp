@@ -11,6 +11,7 @@
 
 #include "cli_runner.h"
 #include "io/checkpoint.h"
+#include "train/mpi_world.h"
 #ifdef LENET5_HAVE_SIMD
 #include "simd_ops.h"
 #endif
@@ -18,6 +19,19 @@
 
 using lenet5::test::relative_error;
 using lenet5::test::run_cli;
+
+// mpirun's default binds each of up to 2 ranks to one core: the rank is told when that leaves it
+// less than its share of the machine.
+TEST(MpiBinding, WarnsWhenARankGetsLessThanItsShareOfTheCores) {
+    const std::string w = lenet5::binding_warning(1, 32, 2);
+    EXPECT_NE(w.find("bound rank 0 to 1 of this machine's 32 cores"), std::string::npos) << w;
+    EXPECT_NE(w.find("--map-by slot:PE=16"), std::string::npos) << w;
+    EXPECT_NE(w.find("--bind-to none"), std::string::npos) << w;
+    EXPECT_NE(lenet5::binding_warning(15, 32, 2), "");
+    EXPECT_EQ(lenet5::binding_warning(16, 32, 2), "");  // its share
+    EXPECT_EQ(lenet5::binding_warning(1, 2, 2), "");    // 2 ranks, 2 cores: a core each is the share
+    EXPECT_EQ(lenet5::binding_warning(1, 1, 1), "");
+}
 
 #ifdef LENET5_HAVE_MPI
 namespace {
@@ -102,6 +116,33 @@ TEST(Mpi, TwoRanksTrainAsTwoWorkersBitForBit) {
               lenet5::load_checkpoint(dir.path + "/workers.ck").params);
 }
 
+// On one machine the ranks sum through shared memory in rank order, as workers of one process
+// add up their gradients: four ranks train bit for bit as four workers (MPI's own allreduce pairs
+// them up differently). With LENET5_MPI_SHARED=0 two ranks take MPI_Iallreduce, still bit for bit.
+TEST(Mpi, RanksOnOneMachineSumInRankOrderAsWorkersDo) {
+    if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed (apt-get install openmpi-bin)";
+    const std::string data = lenet5::test::mnist_dir();
+    if (data.empty()) GTEST_SKIP() << "MNIST not fetched";
+    ScratchDir dir;
+    const std::string args = "train --variant cpu --train-limit 512 --test-limit 100 --epochs 1 --data " + data;
+    struct Case {
+        int ranks;
+        const char* env;
+    };
+    for (const Case& c : {Case{4, ""}, Case{2, "LENET5_MPI_SHARED=0 "}}) {
+        std::string list;
+        for (int i = 0; i < c.ranks; ++i) list += std::string(i ? "," : "") + "cpu@1";
+        auto workers = run_cli(args + " --workers " + list + " --save " + dir.path + "/workers.ck");
+        ASSERT_EQ(workers.status, 0) << workers.err;
+        auto ranks = run_under(std::string(c.env) + kMpirun + "-x LENET5_MPI_SHARED -np " + std::to_string(c.ranks) + " ",
+                               args + " --save " + dir.path + "/ranks.ck");
+        ASSERT_EQ(ranks.status, 0) << c.env << ranks.err;
+        EXPECT_EQ(lenet5::load_checkpoint(dir.path + "/ranks.ck").params,
+                  lenet5::load_checkpoint(dir.path + "/workers.ck").params)
+            << c.ranks << " ranks " << c.env;
+    }
+}
+
 // The options that cut the bytes, across ranks: close to the exact run after an epoch.
 TEST(Mpi, Bf16AndLocalSgdTrainAcrossRanks) {
     if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed (apt-get install openmpi-bin)";
@@ -153,6 +194,18 @@ TEST(Mpi, ARankThatDiesEndsTheRun) {
     EXPECT_NE(r.status, 124) << "timed out: the other rank hung";
     EXPECT_LT(s, 60.0);
     EXPECT_NE(r.err.find("non-zero status"), std::string::npos) << r.err;
+}
+
+// One rank bound to one core of several is warned once; unbound, it is not.
+TEST(Mpi, ARankBoundToOneCoreOfSeveralIsWarned) {
+    if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed (apt-get install openmpi-bin)";
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "one core: nothing to bind away";
+    const auto bound = run_under(kMpirun + "-np 1 --bind-to core ", "devices");
+    ASSERT_EQ(bound.status, 0) << bound.err;
+    EXPECT_NE(bound.err.find("lenet5: warning: mpirun bound rank 0 to 1 of this machine's"), std::string::npos) << bound.err;
+    const auto unbound = run_under(kMpirun + "-np 1 --bind-to none ", "devices");
+    ASSERT_EQ(unbound.status, 0) << unbound.err;
+    EXPECT_EQ(unbound.err.find("warning"), std::string::npos) << unbound.err;
 }
 
 TEST(Mpi, AFailingRankEndsTheRunWithItsError) {

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "common/for_blocks.h"
 #include "train/bf16.h"
 
 namespace lenet5 {
@@ -15,21 +16,6 @@ using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 float as_bf16(float x) { return from_bf16(to_bf16(x)); }
-
-// Runs fn(begin, end) over [0, count) in blocks that stay in cache, the blocks of a large bucket
-// (a CNN's 25.7 MB F1) spread over every core: the host passes over the buckets are bound by
-// memory bandwidth, which one thread does not reach. Each value is computed by one thread in the
-// same order of operations whatever the thread count, so the results do not depend on it.
-template <typename Fn>
-void for_blocks(size_t count, Fn fn) {
-    constexpr size_t kBlock = 4096, kParallelFloats = size_t(1) << 18;
-    const auto blocks = static_cast<int64_t>((count + kBlock - 1) / kBlock);
-#pragma omp parallel for schedule(static) if (count >= kParallelFloats)
-    for (int64_t i = 0; i < blocks; ++i) {
-        const size_t begin = static_cast<size_t>(i) * kBlock;
-        fn(begin, std::min(count, begin + kBlock));
-    }
-}
 
 }  // namespace
 

@@ -1,6 +1,8 @@
 #include "train/mpi_collective.h"
 
 #include <climits>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "common/error.h"
@@ -19,17 +21,28 @@ int count_of(size_t n) {
 
 }  // namespace
 
-MpiCollective::MpiCollective(MPI_Comm comm) : comm_(comm) {
+MpiCollective::MpiCollective(MPI_Comm comm, size_t sum_capacity) : comm_(comm) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
+    MPI_Comm node;
+    check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+    int local = 0;
+    MPI_Comm_size(node, &local);
+    const char* shared = std::getenv("LENET5_MPI_SHARED");
+    // Every rank decides alike: the same machine, the same environment (mpirun passes it on).
+    if (local == size_ && size_ > 1 && !(shared && std::strcmp(shared, "0") == 0))
+        node_sum_ = std::make_unique<NodeSum>(node, sum_capacity);
+    MPI_Comm_free(&node);
 }
 
-int MpiCollective::started(MPI_Request r) {
+int MpiCollective::started(MPI_Request r, SharedSum shared) {
     requests_.push_back(r);
+    shared_.push_back(shared);
     return static_cast<int>(requests_.size()) - 1;
 }
 
 int MpiCollective::start_sum(float* data, size_t n) {
+    if (node_sum_) return started(MPI_REQUEST_NULL, {true, data, n, node_sum_->start(data, n)});
     MPI_Request r;
     check(MPI_Iallreduce(MPI_IN_PLACE, data, count_of(n), MPI_FLOAT, MPI_SUM, comm_, &r), "MPI_Iallreduce of the gradients");
     return started(r);
@@ -43,9 +56,14 @@ int MpiCollective::start_gather(const uint16_t* mine, uint16_t* all, size_t n) {
 }
 
 void MpiCollective::wait(int request) {
-    check(MPI_Wait(&requests_.at(static_cast<size_t>(request)), MPI_STATUS_IGNORE), "MPI_Wait for the gradients");
+    const SharedSum& shared = shared_.at(static_cast<size_t>(request));
+    if (shared.node)
+        node_sum_->finish(shared.at, shared.data, shared.n);
+    else
+        check(MPI_Wait(&requests_.at(static_cast<size_t>(request)), MPI_STATUS_IGNORE), "MPI_Wait for the gradients");
     if (++waited_ == requests_.size()) {  // every request was waited for: numbers start again
         requests_.clear();
+        shared_.clear();
         waited_ = 0;
     }
 }

@@ -1,7 +1,12 @@
 #include "train/mpi_world.h"
 
+#include <sched.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
+#include <iostream>
 
 #include "common/error.h"
 
@@ -43,7 +48,14 @@ MpiSession::MpiSession(int* argc, char*** argv) {
     MPI_Comm node;  // the ranks on this machine share its devices
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_world.rank, MPI_INFO_NULL, &node);
     MPI_Comm_rank(node, &g_world.local_rank);
+    MPI_Comm_size(node, &g_world.local_size);
     MPI_Comm_free(&node);
+    cpu_set_t allowed;
+    if (g_world.root() && sched_getaffinity(0, sizeof allowed, &allowed) == 0) {
+        const std::string warning = binding_warning(CPU_COUNT(&allowed), static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)),
+                                                    g_world.local_size);
+        if (!warning.empty()) std::cerr << "lenet5: warning: " << warning << "\n";
+    }
 #else
     (void)argc;
     (void)argv;
@@ -54,6 +66,15 @@ MpiSession::~MpiSession() {
 #ifdef LENET5_HAVE_MPI
     if (g_started) MPI_Finalize();
 #endif
+}
+
+std::string binding_warning(int cores, int online, int local_size) {
+    const int share = online / std::max(local_size, 1);
+    if (cores >= share) return "";
+    return "mpirun bound rank 0 to " + std::to_string(cores) + " of this machine's " + std::to_string(online) +
+           " cores: its gradient exchange, OpenMP threads and OpenCL driver share " + (cores == 1 ? "that one" : "those") +
+           " (`mpirun --bind-to none`, or `--map-by slot:PE=" + std::to_string(share) + "`, gives each rank " +
+           std::to_string(share) + ")";
 }
 
 void mpi_abort(int status) {
@@ -75,9 +96,11 @@ int mpi_max(int value) {
     return value;
 }
 
-std::unique_ptr<Collective> world_ranks() {
+std::unique_ptr<Collective> world_ranks(size_t sum_capacity) {
 #ifdef LENET5_HAVE_MPI
-    if (g_started && g_world.size > 1) return std::make_unique<MpiCollective>(MPI_COMM_WORLD);
+    if (g_started && g_world.size > 1) return std::make_unique<MpiCollective>(MPI_COMM_WORLD, sum_capacity);
+#else
+    (void)sum_capacity;
 #endif
     return nullptr;
 }

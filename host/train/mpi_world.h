@@ -14,6 +14,7 @@ namespace lenet5 {
 struct MpiWorld {
     int rank = 0, size = 1;
     int local_rank = 0;  // among the ranks on this machine: which of its devices this rank takes
+    int local_size = 1;  // the ranks on this machine
     bool root() const { return rank == 0; }
 };
 
@@ -30,6 +31,12 @@ public:
     MpiSession& operator=(const MpiSession&) = delete;
 };
 
+// A warning when the launcher bound this rank to fewer cores than its share of the machine's
+// (`cores` of `online`, with `local_size` ranks on it; Open MPI binds up to 2 ranks to a core each
+// by default): the exchange's passes over a bucket, OpenMP and the OpenCL driver then run on those
+// alone. Empty when the binding leaves each rank its share.
+std::string binding_warning(int cores, int online, int local_size);
+
 // After a failure on this rank: ends every rank (a rank alone must not leave the others
 // waiting in a collective), with `status`. Returns only when there is no MPI world.
 void mpi_abort(int status);
@@ -38,9 +45,9 @@ void mpi_abort(int status);
 // rank must call it at the same point.
 int mpi_max(int value);
 
-// With more than one rank: the ranks as a WorkerEngine exchanges with them (mpi_collective.h);
-// otherwise null.
-std::unique_ptr<Collective> world_ranks();
+// With more than one rank: the ranks as a WorkerEngine exchanges with them (mpi_collective.h),
+// summing up to sum_capacity floats in flight at once (a network's parameters); otherwise null.
+std::unique_ptr<Collective> world_ranks(size_t sum_capacity);
 
 // One fact every rank must share to train together (a hash, a count), with what it is about.
 struct RankFact {

@@ -9,7 +9,7 @@ namespace lenet5 {
 std::unique_ptr<Engine> make_training_engine(const Network& net, const EngineRequest& request,
                                              const ExchangeOptions& exchange) {
     const std::vector<WorkerSpec> specs = request.workers.empty() ? std::vector<WorkerSpec>{} : parse_workers(request.workers);
-    std::unique_ptr<Collective> ranks = world_ranks();
+    std::unique_ptr<Collective> ranks = world_ranks(net.param_count);
     const bool bf16 = exchange.precision == GradPrecision::Bf16;
     if (specs.size() < 2 && !ranks && !exchange.is_default())
         throw UsageError(std::string(bf16 ? "--grad-precision bf16" : "--sync-every") +
