@@ -2,8 +2,8 @@
 # Does a second GPU pay, and a fourth? The CNN at global batch 1024 and 4096, and LeNet-5 at 64, for
 # 3 epochs on one GPU and on N (even split; N = 2, and 4 where the machine has four): exact,
 # --grad-precision bf16, --sync-every 8, 16 and 32, and the same under `mpirun -np N --bind-to none`
-# when the bundle has lenet5-mpi (at N = 2 once more with mpirun's default binding, a core per rank,
-# to show what it costs). From a bundle (LENET5_BUNDLE_MPI=1 bench/make_gpu_bundle.sh), on a machine
+# when the bundle has lenet5-mpi (at N = 2 once more through MPI_Iallreduce instead of the shared
+# window, and once with mpirun's default binding, a core per rank, to show what each costs). From a bundle (LENET5_BUNDLE_MPI=1 bench/make_gpu_bundle.sh), on a machine
 # with several GPUs:
 #   bench/exchange_scaling_gpu.sh BUNDLE_DIR [MAX_GPUS]     (default: every NVIDIA GPU listed)
 # Prints each run's epoch rows and a summary line: median wall ms of epochs 2-3, final test accuracy.
@@ -55,7 +55,10 @@ for batch in 1024 4096; do
             run "cnn $batch mpirun -np $n --bind-to none, sync-every $k" \
                 "${mpi[@]}" -np "$n" --bind-to none ./lenet5-mpi train $m --variant gpu-local --sync-every $k
         done
-        if ((n == 2)); then
+        if ((n == 2)); then  # what the shared window and the binding are worth
+            run "cnn $batch mpirun -np 2 --bind-to none, LENET5_MPI_SHARED=0 (MPI_Iallreduce), sync-every 16" \
+                env LENET5_MPI_SHARED=0 "${mpi[@]}" -x LENET5_MPI_SHARED -np 2 --bind-to none ./lenet5-mpi train $m \
+                --variant gpu-local --sync-every 16
             run "cnn $batch mpirun -np 2 (default binding: a core per rank), sync-every 16" \
                 "${mpi[@]}" -np 2 ./lenet5-mpi train $m --variant gpu-local --sync-every 16
         fi
