@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Does a second GPU pay, and a fourth? The CNN at global batch 1024 and 4096, and LeNet-5 at 64, for
 # 3 epochs on one GPU and on N (even split; N = 2, and 4 where the machine has four): exact,
-# --grad-precision bf16, --sync-every 8, 16 and 32, and the same under `mpirun -np N --bind-to none`
-# when the bundle has lenet5-mpi (at N = 2 once more through MPI_Iallreduce instead of the shared
-# window, and once with mpirun's default binding, a core per rank, to show what each costs). From a bundle (LENET5_BUNDLE_MPI=1 bench/make_gpu_bundle.sh), on a machine
-# with several GPUs:
+# --grad-precision bf16, --sync-every 8, 16 and 32; and when the bundle has lenet5-mpi, exact, 16 and
+# 32 under `mpirun -np N --map-by slot:PE=C` (each rank bound to its share C of the cores), at N = 2
+# also with --bind-to none, with mpirun's default binding (a core per rank), and through
+# MPI_Iallreduce instead of the shared window (LENET5_MPI_SHARED=0), to show what each is worth.
+# From a bundle (LENET5_BUNDLE_MPI=1 bench/make_gpu_bundle.sh), on a machine with several GPUs:
 #   bench/exchange_scaling_gpu.sh BUNDLE_DIR [MAX_GPUS]     (default: every NVIDIA GPU listed)
 # Prints each run's epoch rows and a summary line: median wall ms of epochs 2-3, final test accuracy.
 cd "${1:?usage: bench/exchange_scaling_gpu.sh BUNDLE_DIR [MAX_GPUS]}"
@@ -12,7 +13,8 @@ export LD_LIBRARY_PATH=$PWD/lib
 mkdir -p /etc/OpenCL/vendors
 [ -f /etc/OpenCL/vendors/nvidia.icd ] || echo libnvidia-opencl.so.1 > /etc/OpenCL/vendors/nvidia.icd
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-echo "cores: $(nproc)"
+cores=$(nproc)
+echo "CPUs: $cores"
 mapfile -t gpus < <(./lenet5 devices | grep -i nvidia | cut -d: -f1 | head -"${2:-8}")
 echo "GPUs: ${gpus[*]}"
 ((${#gpus[@]} >= 2)) || { echo "exchange_scaling_gpu.sh: error: fewer than two NVIDIA GPUs listed" >&2; exit 1; }
@@ -51,16 +53,19 @@ for batch in 1024 4096; do
             run "cnn $batch $n GPUs, sync-every $k" ./lenet5 train $m --workers "$w" --sync-every $k
         done
         [[ -x ./lenet5-mpi ]] || continue
-        for k in 1 16; do
-            run "cnn $batch mpirun -np $n --bind-to none, sync-every $k" \
-                "${mpi[@]}" -np "$n" --bind-to none ./lenet5-mpi train $m --variant gpu-local --sync-every $k
+        pe=$((cores / n))  # each rank bound to its share of the CPUs (hardware threads)
+        for k in 1 16 32; do
+            run "cnn $batch mpirun -np $n --map-by slot:PE=$pe, sync-every $k" \
+                "${mpi[@]}" -np "$n" --use-hwthread-cpus --map-by "slot:PE=$pe" ./lenet5-mpi train $m --variant gpu-local --sync-every $k
         done
-        if ((n == 2)); then  # what the shared window and the binding are worth
-            run "cnn $batch mpirun -np 2 --bind-to none, LENET5_MPI_SHARED=0 (MPI_Iallreduce), sync-every 16" \
-                env LENET5_MPI_SHARED=0 "${mpi[@]}" -x LENET5_MPI_SHARED -np 2 --bind-to none ./lenet5-mpi train $m \
-                --variant gpu-local --sync-every 16
+        if ((n == 2)); then  # what the binding and the shared window are worth
+            run "cnn $batch mpirun -np 2 --bind-to none (a share of OpenMP threads each), sync-every 16" \
+                "${mpi[@]}" -np 2 --bind-to none ./lenet5-mpi train $m --variant gpu-local --sync-every 16
             run "cnn $batch mpirun -np 2 (default binding: a core per rank), sync-every 16" \
                 "${mpi[@]}" -np 2 ./lenet5-mpi train $m --variant gpu-local --sync-every 16
+            run "cnn $batch mpirun -np 2 --map-by slot:PE=$pe, LENET5_MPI_SHARED=0 (MPI_Iallreduce), sync-every 16" \
+                env LENET5_MPI_SHARED=0 "${mpi[@]}" -x LENET5_MPI_SHARED -np 2 --use-hwthread-cpus --map-by "slot:PE=$pe" ./lenet5-mpi \
+                train $m --variant gpu-local --sync-every 16
         fi
     done
 done

@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <thread>
 
 #include "engine/engine_factory.h"
 #include "common/error.h"
 #include "test_support.h"
 #include "train/worker_engine.h"
+#include "train/worker_threads.h"
 
 using namespace lenet5;
 using lenet5::test::relative_error;
@@ -67,6 +69,41 @@ TEST(Workers, SplitNeverDropsOrRepeatsASample) {
                 EXPECT_LE(std::abs(n[i] - count * shares[i]), 1.0) << count << " worker " << i;
             }
         }
+}
+
+// The kept threads: each given worker runs once per call, on a thread of its own that stays the
+// same from call to call, while the caller runs its part; errors come back, the caller's first.
+TEST(Workers, KeptThreadsRunEachGivenWorkerAndReturnErrors) {
+    lenet5::WorkerThreads threads(3);
+    std::vector<std::thread::id> first(3), again(3);
+    std::vector<int> runs(3, 0);
+    bool meanwhile = false;
+    threads.run({0, 2}, [&](size_t i) { first[i] = std::this_thread::get_id(), ++runs[i]; }, [&] { meanwhile = true; });
+    EXPECT_EQ(runs, (std::vector<int>{1, 0, 1}));
+    EXPECT_TRUE(meanwhile);
+    EXPECT_NE(first[0], std::this_thread::get_id());
+    EXPECT_NE(first[0], first[2]);
+    threads.run({0, 1, 2}, [&](size_t i) { again[i] = std::this_thread::get_id(), ++runs[i]; }, nullptr);
+    EXPECT_EQ(runs, (std::vector<int>{2, 1, 2}));
+    EXPECT_EQ(again[0], first[0]);
+    EXPECT_EQ(again[2], first[2]);
+    auto fail = [](size_t i) {
+        if (i > 0) throw lenet5::Error("worker " + std::to_string(i));
+    };
+    try {
+        threads.run({0, 1, 2}, fail, nullptr);
+        FAIL() << "no error";
+    } catch (const lenet5::Error& e) {
+        EXPECT_STREQ(e.what(), "worker 1");
+    }
+    try {
+        threads.run({2}, fail, [] { throw lenet5::Error("caller"); });
+        FAIL() << "no error";
+    } catch (const lenet5::Error& e) {
+        EXPECT_STREQ(e.what(), "caller");
+    }
+    threads.run({1}, [&](size_t i) { ++runs[i]; }, nullptr);  // still serving after errors
+    EXPECT_EQ(runs[1], 2);
 }
 
 TEST(Workers, TwoWorkersGiveOneWorkersGradients) {

@@ -15,6 +15,9 @@
 
 #include "train/mpi_collective.h"
 #endif
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 namespace lenet5 {
 namespace {
@@ -51,10 +54,17 @@ MpiSession::MpiSession(int* argc, char*** argv) {
     MPI_Comm_size(node, &g_world.local_size);
     MPI_Comm_free(&node);
     cpu_set_t allowed;
-    if (g_world.root() && sched_getaffinity(0, sizeof allowed, &allowed) == 0) {
-        const std::string warning = binding_warning(CPU_COUNT(&allowed), static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)),
-                                                    g_world.local_size);
-        if (!warning.empty()) std::cerr << "lenet5: warning: " << warning << "\n";
+    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) {
+        const int cores = CPU_COUNT(&allowed), online = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+        const int share = std::max(1, online / g_world.local_size);
+#ifdef _OPENMP
+        // A rank free to run anywhere would start a thread per core, as would every other rank here,
+        // and the teams would take turns on the cores (a pass over a bucket waits for its slowest
+        // thread): each rank takes its share of the cores, unless OMP_NUM_THREADS says otherwise.
+        if (cores > share && !std::getenv("OMP_NUM_THREADS")) omp_set_num_threads(share);
+#endif
+        const std::string warning = binding_warning(cores, online, g_world.local_size);
+        if (g_world.root() && !warning.empty()) std::cerr << "lenet5: warning: " << warning << "\n";
     }
 #else
     (void)argc;
@@ -73,7 +83,7 @@ std::string binding_warning(int cores, int online, int local_size) {
     if (cores >= share) return "";
     return "mpirun bound rank 0 to " + std::to_string(cores) + " of this machine's " + std::to_string(online) +
            " cores: its gradient exchange, OpenMP threads and OpenCL driver share " + (cores == 1 ? "that one" : "those") +
-           " (`mpirun --bind-to none`, or `--map-by slot:PE=" + std::to_string(share) + "`, gives each rank " +
+           " (`mpirun --bind-to none`, or `--use-hwthread-cpus --map-by slot:PE=" + std::to_string(share) + "`, gives each rank " +
            std::to_string(share) + ")";
 }
 

@@ -22,7 +22,9 @@ struct MpiWorld {
 const MpiWorld& mpi_world();
 
 // Starts MPI when the process was started by mpirun (and the build has MPI), ends it when
-// destroyed. One per process, in main.
+// destroyed. One per process, in main. A rank that may run on more cores than its share of the
+// machine (the cores over the ranks on it: mpirun --bind-to none) runs that share of OpenMP
+// threads, unless OMP_NUM_THREADS is set; rank 0 warns when it has fewer (binding_warning).
 class MpiSession {
 public:
     MpiSession(int* argc, char*** argv);
@@ -34,7 +36,8 @@ public:
 // A warning when the launcher bound this rank to fewer cores than its share of the machine's
 // (`cores` of `online`, with `local_size` ranks on it; Open MPI binds up to 2 ranks to a core each
 // by default): the exchange's passes over a bucket, OpenMP and the OpenCL driver then run on those
-// alone. Empty when the binding leaves each rank its share.
+// alone. Empty when the binding leaves each rank its share. (A rank bound to more than its share,
+// or not at all, runs that many OpenMP threads: see MpiSession.)
 std::string binding_warning(int cores, int online, int local_size);
 
 // After a failure on this rank: ends every rank (a rank alone must not leave the others

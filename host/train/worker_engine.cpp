@@ -7,7 +7,6 @@
 #include <exception>
 #include <numeric>
 #include <sstream>
-#include <thread>
 #include <utility>
 
 #include "common/error.h"
@@ -134,36 +133,18 @@ int WorkerEngine::busy() const {
     return static_cast<int>(std::count_if(slice_.begin(), slice_.end(), [](int n) { return n > 0; }));
 }
 
-template <class F>
-void WorkerEngine::each_busy(F fn, const std::function<void()>& meanwhile) {
+void WorkerEngine::each_busy(const std::function<void(size_t)>& fn, const std::function<void()>& meanwhile) {
     if (busy() <= 1) {
         for (size_t i = 0; i < workers_.size(); ++i)
             if (slice_[i]) fn(i);  // one worker: no thread to start
         if (meanwhile) meanwhile();
         return;
     }
-    std::vector<std::exception_ptr> errors(workers_.size());
-    std::vector<std::thread> threads;
-    for (size_t i = 0; i < workers_.size(); ++i) {
-        if (!slice_[i]) continue;
-        threads.emplace_back([&, i] {
-            try {
-                fn(i);
-            } catch (...) {
-                errors[i] = std::current_exception();
-            }
-        });
-    }
-    std::exception_ptr mine;  // the threads are joined whatever this thread's part throws
-    try {
-        if (meanwhile) meanwhile();
-    } catch (...) {
-        mine = std::current_exception();
-    }
-    for (auto& t : threads) t.join();
-    if (mine) std::rethrow_exception(mine);
-    for (auto& e : errors)
-        if (e) std::rethrow_exception(e);
+    std::vector<size_t> which;
+    for (size_t i = 0; i < workers_.size(); ++i)
+        if (slice_[i]) which.push_back(i);
+    if (!threads_) threads_ = std::make_unique<WorkerThreads>(workers_.size());
+    threads_->run(which, fn, meanwhile);
 }
 
 void WorkerEngine::join_exchange() {

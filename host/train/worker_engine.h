@@ -18,6 +18,7 @@
 #include "engine/engine.h"
 #include "train/collective.h"
 #include "train/grad_exchange.h"
+#include "train/worker_threads.h"
 
 namespace lenet5 {
 
@@ -77,8 +78,7 @@ public:
 private:
     // Runs fn(worker index) for every worker with a slice, each on its own thread (on this one
     // when there is one), while this thread runs `meanwhile`.
-    template <class F>
-    void each_busy(F fn, const std::function<void()>& meanwhile = nullptr);
+    void each_busy(const std::function<void(size_t)>& fn, const std::function<void()>& meanwhile = nullptr);
     int busy() const;  // workers with a slice in this step
     void measure_shares();
     double time_alone(size_t worker, int count);
@@ -101,6 +101,7 @@ private:
     int since_sync_ = 0;      // --sync-every: steps since the parameters were last averaged
     double reduce_ms_ = 0;    // exchanging since the last take_times
     std::vector<std::pair<std::string, PhaseTimes>> worker_times_;  // from the last take_times
+    std::unique_ptr<WorkerThreads> threads_;  // started when several workers first have a slice
 };
 
 }  // namespace lenet5
