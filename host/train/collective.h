@@ -17,9 +17,10 @@ public:
     virtual int rank() const = 0;
     virtual int size() const = 0;
 
-    // In place: `data` (n floats) becomes the sum over the ranks, the same on every rank and in
-    // the same order from run to run for a fixed number of ranks.
-    virtual int start_sum(float* data, size_t n) = 0;
+    // In place: `data` (n floats) becomes the sum over the ranks of each rank's weight x data (one
+    // product per value, rounded as weight * data[k] is), the same on every rank and in the same
+    // order from run to run for a fixed number of ranks.
+    virtual int start_sum(float* data, size_t n, float weight) = 0;
     // `all` ([size()][n]) gets every rank's `mine` (n bfloat16 values), in rank order.
     virtual int start_gather(const uint16_t* mine, uint16_t* all, size_t n) = 0;
     virtual void wait(int request) = 0;

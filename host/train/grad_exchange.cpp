@@ -170,8 +170,10 @@ void GradExchange::start(size_t index) {
     const auto t0 = Clock::now();
     const Bucket& b = buckets_[index];
     float* sum = ports_[root_]->flat(which_) + b.offset;
+    // One contributor's fp32 values go to the ranks weighed on the way (no pass of their own).
+    const bool weigh_on_the_way = ranks_ && !bf16_ && contributors_.size() == 1;
     // Alone, the local sum is the result: every view gets it in the same pass.
-    sum_locally(b, sum, ranks_ ? std::vector<float*>{} : other_views(b));
+    if (!weigh_on_the_way) sum_locally(b, sum, ranks_ ? std::vector<float*>{} : other_views(b));
     if (ranks_) {
         if (bf16_) {
             uint16_t* mine = send_.data() + b.offset;
@@ -180,7 +182,7 @@ void GradExchange::start(size_t index) {
             });
             requests_[index] = ranks_->start_gather(mine, received_.data() + b.offset * static_cast<size_t>(ranks_->size()), b.count);
         } else {
-            requests_[index] = ranks_->start_sum(sum, b.count);
+            requests_[index] = ranks_->start_sum(sum, b.count, weigh_on_the_way ? weights_[root_] : 1.0f);
         }
         ranks_->progress();
     }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "common/for_blocks.h"
 
 namespace lenet5 {
 namespace {
@@ -41,8 +42,12 @@ int MpiCollective::started(MPI_Request r, SharedSum shared) {
     return static_cast<int>(requests_.size()) - 1;
 }
 
-int MpiCollective::start_sum(float* data, size_t n) {
-    if (node_sum_) return started(MPI_REQUEST_NULL, {true, data, n, node_sum_->start(data, n)});
+int MpiCollective::start_sum(float* data, size_t n, float weight) {
+    if (node_sum_) return started(MPI_REQUEST_NULL, {true, data, n, node_sum_->start(data, n, weight)});
+    if (weight != 1.0f)
+        for_blocks(n, [&](size_t b, size_t e) {
+            for (size_t k = b; k < e; ++k) data[k] = weight * data[k];
+        });
     MPI_Request r;
     check(MPI_Iallreduce(MPI_IN_PLACE, data, count_of(n), MPI_FLOAT, MPI_SUM, comm_, &r), "MPI_Iallreduce of the gradients");
     return started(r);

@@ -22,7 +22,7 @@ public:
 
     int rank() const override { return rank_; }
     int size() const override { return size_; }
-    int start_sum(float* data, size_t n) override;
+    int start_sum(float* data, size_t n, float weight) override;
     int start_gather(const uint16_t* mine, uint16_t* all, size_t n) override;
     void wait(int request) override;
     void progress() override;

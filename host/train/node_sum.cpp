@@ -60,7 +60,7 @@ size_t NodeSum::slice_begin(size_t n, int rank) const {
     return n * static_cast<size_t>(rank) / static_cast<size_t>(size_) / kLine * kLine;
 }
 
-size_t NodeSum::start(const float* data, size_t n) {
+size_t NodeSum::start(const float* data, size_t n, float weight) {
     if (in_flight_ == 0) {  // a new round reuses the window: the last one's results all read
         sync();
         used_ = 0;
@@ -70,7 +70,12 @@ size_t NodeSum::start(const float* data, size_t n) {
                     " of the shared window");
     const size_t at = used_;
     float* into = parts_[static_cast<size_t>(rank_)] + at;
-    for_blocks(n, [&](size_t b, size_t e) { std::memcpy(into + b, data + b, (e - b) * sizeof(float)); });
+    for_blocks(n, [&](size_t b, size_t e) {
+        if (weight == 1.0f)
+            std::memcpy(into + b, data + b, (e - b) * sizeof(float));
+        else
+            for (size_t k = b; k < e; ++k) into[k] = weight * data[k];
+    });
     used_ += n;
     ++in_flight_;
     return at;

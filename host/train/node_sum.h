@@ -21,9 +21,9 @@ public:
     NodeSum(const NodeSum&) = delete;
     NodeSum& operator=(const NodeSum&) = delete;
 
-    // Copies data[0..n) in; returns where it went, for finish(). Every rank starts the same sums
-    // in the same order.
-    size_t start(const float* data, size_t n);
+    // Copies weight x data[0..n) in (the product in the copy: no pass of its own); returns where it
+    // went, for finish(). Every rank starts the same sums in the same order.
+    size_t start(const float* data, size_t n, float weight);
     // Waits for every rank's values of the sum started at `at`, sums this rank's slice and writes
     // the whole sum into data[0..n).
     void finish(size_t at, float* data, size_t n);
