@@ -7,7 +7,8 @@
 # MPI_Iallreduce instead of the shared window (LENET5_MPI_SHARED=0), to show what each is worth.
 # From a bundle (LENET5_BUNDLE_MPI=1 bench/make_gpu_bundle.sh), on a machine with several GPUs:
 #   bench/exchange_scaling_gpu.sh BUNDLE_DIR [MAX_GPUS]     (default: every NVIDIA GPU listed)
-# Prints each run's epoch rows and a summary line: median wall ms of epochs 2-3, final test accuracy.
+# Prints each run's epoch rows and a summary line: median wall ms of epochs 2-3 (over REPEATS runs of
+# each, default 1), final test accuracy.
 cd "${1:?usage: bench/exchange_scaling_gpu.sh BUNDLE_DIR [MAX_GPUS]}"
 export LD_LIBRARY_PATH=$PWD/lib
 mkdir -p /etc/OpenCL/vendors
@@ -20,19 +21,26 @@ echo "GPUs: ${gpus[*]}"
 ((${#gpus[@]} >= 2)) || { echo "exchange_scaling_gpu.sh: error: fewer than two NVIDIA GPUs listed" >&2; exit 1; }
 ./lenet5_exchange_bench pinned --model cnn --device "${gpus[0]}"
 
-summary() {  # the JSON report: median wall ms of the epochs after the first, and the final accuracy
-    python3 - "$1" <<'PY'
+summary() {  # the JSON reports: median wall ms of the epochs after the first over every repeat, final accuracy
+    python3 - "$@" <<'PY'
 import json, statistics, sys
-r = json.load(open(sys.argv[1]))
-walls = [e["wall_ms"] for e in r["epochs"][1:]]
-print("   -> %.1f ms per epoch (epochs 2-%d), test %.2f%%" % (statistics.median(walls), len(r["epochs"]),
-      100 * r["final_test_accuracy"]))
+walls, accs = [], []
+for path in sys.argv[1:]:
+    r = json.load(open(path))
+    walls += [e["wall_ms"] for e in r["epochs"][1:]]
+    accs.append("%.2f%%" % (100 * r["final_test_accuracy"]))
+print("   -> %.1f ms per epoch (median of epochs 2-%d over %d runs: %s), test %s" % (statistics.median(walls),
+      len(r["epochs"]), len(sys.argv) - 1, " ".join("%.1f" % w for w in walls), " ".join(sorted(set(accs)))))
 PY
 }
-run() {  # run LABEL COMMAND...
-    local label=$1; shift
+run() {  # run LABEL COMMAND...: REPEATS times (default 1)
+    local label=$1 reports=() i; shift
     echo "== $label: $*"
-    "$@" --epochs 3 --data mnist --json /tmp/scaling.json 2>&1 | grep -v '^\s*$' && summary /tmp/scaling.json
+    for ((i = 1; i <= ${REPEATS:-1}; i++)); do
+        "$@" --epochs 3 --data mnist --json /tmp/scaling_$i.json 2>&1 | grep -v '^\s*$' || return
+        reports+=(/tmp/scaling_$i.json)
+    done
+    summary "${reports[@]}"
 }
 workers() {  # the first N GPUs, an even split: "0@1,1@1"
     local list="" g
