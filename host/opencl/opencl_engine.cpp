@@ -38,10 +38,16 @@ constexpr int kRunSteps = 128;
 // beyond a real wait (microseconds; on a busy CPU, another thread's time slice).
 constexpr unsigned kGpuSpinLimit = 1u << 24, kCpuSpinLimit = 1u << 31;
 
-// Whether the environment turns the persistent path off (LENET5_PERSISTENT=0, for comparisons).
-bool persistent_wanted() {
+// LENET5_PERSISTENT, for comparisons: 0 turns the persistent path off (a launch a step), a number
+// of work-groups runs it in that many; unset or empty, the default (-1 here).
+int persistent_setting() {
     const char* env = std::getenv("LENET5_PERSISTENT");
-    return !(env && std::string(env) == "0");
+    if (!env || !*env) return -1;
+    char* end = nullptr;
+    const long n = std::strtol(env, &end, 10);
+    if (*end || n < 0 || n > 65536)
+        throw Error(std::string("LENET5_PERSISTENT must be 0 (off) or a number of work-groups, not '") + env + "'");
+    return static_cast<int>(n);
 }
 
 }  // namespace
@@ -58,7 +64,8 @@ OpenCLEngine::OpenCLEngine(Network net, MemoryVariant memory, std::shared_ptr<De
                         " allows at most " + std::to_string(rt_->max_group()));
         build_program(group);
         fuse_tail_ = sample_.spread && layout_.size() - sample_.tail_begin <= kFuseTail;
-        set_step_runs(persistent_wanted() ? kRunSteps : 0);
+        const int persistent = persistent_setting();
+        set_step_runs(persistent == 0 ? 0 : kRunSteps, std::max(persistent, 0));
         // The pairs' parameters (without pairs: a buffer that no layer reads).
         run_params_ = sample_.run_floats ? DeviceRuntime::floats_of(params_, sample_.run_begin, sample_.run_floats)
                                          : rt_->buffer(sizeof(float), CL_MEM_READ_ONLY);
