@@ -105,12 +105,11 @@ inline void fc_forward(SCRATCH const float* x, __global const float* W, __global
 }
 
 // Some rows of a fully connected forward, for a layer spread over many work-groups (step.cl's
-// first_forward and step_update): `rows` rows (at most SG / LANES) from row0, LANES items per row,
-// with fc_forward's arithmetic (each lane's sum of every LANES-th chunk, then bias + the lanes'
+// first_rows_forward): `rows` rows (at most SG / LANES) from row0, LANES items per row, with fc_forward's arithmetic (each lane's sum of every LANES-th chunk, then bias + the lanes'
 // sums in order), so the outputs are the ones fc_forward gives, however the rows are split. x (the
 // sample's input) is read where it is; part: SG floats of the work area.
-inline void fc_rows_forward_at(__global const float* x, __global const float* W, __global const float* bias, int I,
-                               int O, int act, SCRATCH float* part, __global float* y_out, int row0, int rows) {
+inline void fc_rows_forward(__global const float* x, __global const float* W, __global const float* bias, int I,
+                            int O, int act, SCRATCH float* part, __global float* y_out, int row0, int rows) {
     const int lid = (int)get_local_id(0), lane = lid % LANES;
     const int o = row0 + lid / LANES, vec = I % 4 == 0 ? 4 : 1;
     __global const float* w = W + (size_t)min(o, O - 1) * I;  // rows past the group's or the last: read, never stored
@@ -124,12 +123,6 @@ inline void fc_rows_forward_at(__global const float* x, __global const float* W,
         for (int l = 0; l < LANES; ++l) sum += part[lid * LANES + l];
         y_out[row] = activate(act, sum);
     }
-}
-
-// first_forward's split: SG / LANES rows a group, from group * (SG / LANES).
-inline void fc_rows_forward(__global const float* x, __global const float* W, __global const float* bias, int I, int O,
-                            int act, SCRATCH float* part, __global float* y_out) {
-    fc_rows_forward_at(x, W, bias, I, O, act, part, y_out, (int)get_group_id(0) * (SG / LANES), SG / LANES);
 }
 
 // The softmax cross-entropy of the logits z [O] against the label: delta = scale * (softmax -

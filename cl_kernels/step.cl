@@ -181,15 +181,25 @@ __kernel void gradients_sgd(__global const float* acts, __global const float* de
 // below): the first layer's weights are most of the work, so its rows are spread over many
 // work-groups (first_forward), and the small layers after it (the tail) run either in one group
 // (tail_step, before gradients_sgd) or, fused with the gradients and the update, redundantly in
-// every group of step_update. The results are gradients_sgd's, the same in every group. A step
-// whose phases the engine times apart (a probe) runs first_forward, tail_forward, then
-// backward_samples, gradients_one and sgd_momentum.
+// every group of step_update (a launch a step) or step_run (a run of steps in one launch). The
+// results are gradients_sgd's, the same in every group. A step whose phases the engine times apart
+// (a probe) runs first_forward, tail_forward, then backward_samples, gradients_one and sgd_momentum.
 //   FIRST_OUT, FIRST_AT   the first layer's outputs, and where they are in a sample's activations
-//   TAIL_BEGIN            the tail's parameters: the device layout from there on
+//   TAIL_BEGIN, TAIL_FLOATS   the tail's parameters: the device layout from TAIL_BEGIN on
 //   FIRST_W, FIRST_B, FIRST_IN   the first layer's weights [FIRST_OUT][FIRST_IN] and biases in it
-//   TAIL_WORK             floats of a group's work area in tail_step and step_update
-//   NETWORK_FIRST_FORWARD, NETWORK_NEXT_FIRST_FORWARD, NETWORK_TAIL_FORWARD, NETWORK_STEP_GRADIENTS
-//                         calls, as the NETWORK_ macros
+//   TAIL_WORK             floats of a group's work area in tail_step, step_update and step_run
+//   NETWORK_FIRST_ROWS(x, params, part, acts, row0, rows), NETWORK_TAIL_FORWARD,
+//   NETWORK_STEP_GRADIENTS   calls, as the NETWORK_ macros
+
+// The first layer's rows [row0, row0 + rows) of the sample whose input is x, from `params`, into
+// the sample's activations `acts`, SG / LANES rows at a time. part: SG floats of the work area.
+inline void first_rows_forward(__global const float* x, __global const float* params, SCRATCH float* part,
+                               __global float* acts, int row0, int rows) {
+    for (int r = 0; r < rows; r += SG / LANES) {
+        NETWORK_FIRST_ROWS(x, params, part, acts, row0 + r, min(SG / LANES, rows - r));
+        SYNC();  // part is reused
+    }
+}
 
 // The first layer of the training sample rows[first] (into acts, a batch of one), its input
 // copied to acts as forward_samples does, and the tail's parameters copied to `snapshot` (same
@@ -199,18 +209,18 @@ __kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void first_forward(
     __global const float* params, __global float* snapshot WORK_ARG) {
     const int id = (int)get_global_id(0), n = (int)get_global_size(0);
     __global const float* input = inputs + (size_t)rows[first] * INPUT_FLOATS;
-    __global float* act = acts;
     WORK_AREA(SG);
     for (int e = id; e < INPUT_FLOATS; e += n) acts[e] = input[e];
     for (int e = TAIL_BEGIN + id; e < PARAM_FLOATS; e += n) snapshot[e] = params[e];
-    NETWORK_FIRST_FORWARD
+    first_rows_forward(input, params, work, acts, (int)get_group_id(0) * (SG / LANES), SG / LANES);
 }
 
-// The tail's forward from the first layer's outputs in act: the other layers, the loss and the
-// output's delta.
-#define TAIL_FORWARD                                                                \
+// The tail's forward from the first layer's outputs in first_out (written by other groups in
+// step_run, so read through a volatile pointer: never from a stale cache), into the work area and
+// act: the other layers, the loss and the output's delta.
+#define TAIL_FORWARD(first_out)                                                     \
     for (int e = (int)get_local_id(0); e < FIRST_OUT; e += SG) {                   \
-        const float v = acts[FIRST_AT + e];                                         \
+        const float v = ((volatile __global const float*)(first_out))[FIRST_AT + e]; \
         work[e] = v;                                                                \
         act[FIRST_AT + e] = v;                                                      \
     }                                                                               \
@@ -219,9 +229,9 @@ __kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void first_forward(
 
 // The tail of a batch-1 step: its forward and every delta (NETWORK_BACKWARD), as step_samples
 // computes them.
-#define TAIL_STEP     \
-    TAIL_FORWARD      \
-    SYNC();           \
+#define TAIL_STEP(first_out) \
+    TAIL_FORWARD(first_out)  \
+    SYNC();                  \
     NETWORK_BACKWARD
 
 // tail_step's and tail_forward's names for their arguments, as the tail uses them.
@@ -239,7 +249,7 @@ __kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void tail_step(
     __global const uchar* labels, __global const int* rows, int first, float scale, __global float* acts,
     __global float* deltas, __global float* loss, __global int* hit, int slot, __global const float* params WORK_ARG) {
     TAIL_PROLOGUE;
-    TAIL_STEP
+    TAIL_STEP(acts)
 }
 
 // The tail's forward alone, for a step whose phases the engine times apart (a probe): then
@@ -249,8 +259,36 @@ __kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void tail_forward(
     __global const uchar* labels, __global const int* rows, int first, float scale, __global float* acts,
     __global float* deltas, __global float* loss, __global int* hit, int slot, __global const float* params WORK_ARG) {
     TAIL_PROLOGUE;
-    TAIL_FORWARD
+    TAIL_FORWARD(acts)
 }
+
+// Parameter p's gradient in a batch-1 step, from the sample's input (first_in) and the group's
+// activations and deltas (act, delta), as gradients_one computes it.
+inline float step_gradient(int p, __global const float* first_in, __global const float* act,
+                           __global const float* delta) {
+    float g = 0.0f;
+    NETWORK_STEP_GRADIENTS
+    return g;
+}
+
+// The gradients and the update of the first layer's rows [row0, row0 + rows) (their weights and biases).
+inline void first_rows_sgd(int row0, int rows, __global const float* first_in, __global const float* act,
+                           __global const float* delta, __global float* grads, __global float* values,
+                           __global float* velocity, float lr, float momentum, float weight_decay) {
+    for (int e = (int)get_local_id(0); e < rows * (FIRST_IN + 1); e += SG) {
+        const int r = row0 + e / (FIRST_IN + 1), i = e % (FIRST_IN + 1);
+        const int p = i < FIRST_IN ? FIRST_W + r * FIRST_IN + i : FIRST_B + r;
+        const float g = step_gradient(p, first_in, act, delta);
+        grads[p] = g;
+        sgd_step(values, velocity, p, g, lr, momentum, weight_decay);
+    }
+}
+
+// The first layer's rows spread over every group of step_update and step_run: as many a group.
+#define OWN_FIRST_ROWS                                                                         \
+    const int rows_per_group = (FIRST_OUT + (int)get_num_groups(0) - 1) / (int)get_num_groups(0); \
+    const int row0 = (int)get_group_id(0) * rows_per_group;                                     \
+    const int own_rows_here = clamp(FIRST_OUT - row0, 0, rows_per_group)
 
 // tail_step and gradients_sgd in one launch, and the next training sample's first_forward when
 // there is one. The step's input and first-layer outputs are in slot `cur` of three: 0 (acts, and
@@ -273,6 +311,7 @@ __kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void step_update(
     const int group = (int)get_group_id(0), label = labels[rows[first]], lid = (int)get_local_id(0);
     __global float* const sample_acts = acts;
     acts = cur == 0 ? acts : cur == 1 ? acts_a : acts_b;  // the step's input and first-layer outputs
+    __global const float* first_in = acts;
     __global const float* params = cur == 0 ? snapshot : cur == 1 ? snap_a : snap_b;
     const int into = nxt > 0 ? nxt : cur == 1 ? 2 : 1;
     __global float* next_acts = into == 1 ? acts_a : acts_b;
@@ -290,22 +329,11 @@ __kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void step_update(
             for (int e = lid; e < INPUT_FLOATS; e += SG) sample_acts[e] = acts[e];
     }
     WORK_AREA(TAIL_WORK > SG ? TAIL_WORK : SG);  // fc_rows_forward's SG lane sums too
-    TAIL_STEP
-    // The first layer's rows spread over every group (at most first_forward's SG / LANES each).
-    const int rows_per_group = (FIRST_OUT + (int)get_num_groups(0) - 1) / (int)get_num_groups(0);
-    const int row0 = group * rows_per_group;
-    const int own_rows_here = clamp(FIRST_OUT - row0, 0, rows_per_group);
-    for (int e = lid; e < own_rows_here * (FIRST_IN + 1); e += SG) {
-        const int r = row0 + e / (FIRST_IN + 1), i = e % (FIRST_IN + 1);
-        const int p = i < FIRST_IN ? FIRST_W + r * FIRST_IN + i : FIRST_B + r;
-        float g = 0.0f;
-        NETWORK_STEP_GRADIENTS
-        grads[p] = g;
-        sgd_step(values, velocity, p, g, lr, momentum, weight_decay);
-    }
+    TAIL_STEP(acts)
+    OWN_FIRST_ROWS;  // at most first_forward's SG / LANES a group
+    first_rows_sgd(row0, own_rows_here, first_in, act, delta, grads, values, velocity, lr, momentum, weight_decay);
     for (int p = TAIL_BEGIN + (int)get_global_id(0); p < PARAM_FLOATS; p += (int)get_global_size(0)) {
-        float g = 0.0f;
-        NETWORK_STEP_GRADIENTS
+        const float g = step_gradient(p, first_in, act, delta);
         grads[p] = g;
         sgd_step(values, velocity, p, g, lr, momentum, weight_decay);
         next_snap[p] = values[p];
@@ -314,6 +342,102 @@ __kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void step_update(
     SYNC();  // this group's rows updated
     __global const float* next_input = inputs + (size_t)rows[next] * INPUT_FLOATS;
     for (int e = (int)get_global_id(0); e < INPUT_FLOATS; e += (int)get_global_size(0)) next_acts[e] = next_input[e];
-    NETWORK_NEXT_FIRST_FORWARD
+    first_rows_forward(next_input, values, work, next_acts, row0, own_rows_here);
+}
+
+// A grid-wide barrier: returns once every group of the launch has called it (so they must all be
+// running at once), false in every item of each group once any group's wait gave up. sync[0]
+// counts arrivals, its top bit flipping once a round (CUDA's cooperative groups' scheme): group 0
+// adds 0x80000000 - (groups - 1), every other group 1, so a round adds 0x80000000 and the low bits
+// come back to where they were, whatever the group count. A group waits at most spin_limit reads
+// of it, then sets sync[1], which the others see within 1024 reads. The fences order this group's
+// writes before its arrival and the others' writes before what it reads after: reads of data other
+// groups wrote must still bypass this group's cache (volatile), as TAIL_FORWARD's do. stop: one
+// int of the work area, to give every item the leader's answer.
+inline bool grid_sync(volatile __global uint* sync, uint spin_limit, SCRATCH int* stop) {
+    SYNC();  // the group's writes of this step are done
+    if (get_local_id(0) == 0) {
+        const uint groups = (uint)get_num_groups(0);
+        mem_fence(CLK_GLOBAL_MEM_FENCE);
+        const uint old = atomic_add(&sync[0], get_group_id(0) == 0 ? 0x80000000u - (groups - 1) : 1u);
+        for (uint spins = 1; ((old ^ sync[0]) & 0x80000000u) == 0; ++spins) {
+            if (spins == spin_limit) atomic_xchg(&sync[1], 1u);
+            if (spins % 1024 == 0 && sync[1]) break;
+        }
+        mem_fence(CLK_GLOBAL_MEM_FENCE);
+        *stop = sync[1] != 0;
+    }
+    SYNC();
+    return !*stop;
+}
+
+// `steps` consecutive batch-1 training steps in one launch, of the training samples
+// rows[first .. first + steps): step_update's work for each, with a grid-wide barrier (grid_sync)
+// between one step and the next instead of a launch, so every group must be running at once (the
+// engine launches at most one per compute unit). Step k's first-layer outputs are in slot cur_k
+// (cur_0 = cur: 0 acts, 1 acts_a, 2 acts_b; then 1 after 0 or 2, 2 after 1), each group's rows
+// written by that group at the end of step k - 1 and read by every group after the barrier. The
+// tail's parameters and momentum live in each group's own copy for the launch (tails: TAIL_BEGIN
+// unused floats, then [groups][2][TAIL_FLOATS]): every group computes the same tail and the same
+// update of it, so none reads another's, and no snapshot is needed; group 0 writes them back after
+// the last barrier, when no group reads the originals any more. The first layer's rows are
+// spread over the groups as in step_update. Step k's loss and hit go to slot + k (group 0's; the
+// others' to their rows of own_rows, as in step_update); acts and deltas end with the last step's
+// tail. With `prepare`, the last step also computes the first layer of the training sample
+// rows[first + steps] (and copies its input) into the slot after its own, as step_update does.
+// sync: grid_sync's counter and error flag, spin_limit its bound.
+// NDRange (groups * SG), work-group SG.
+__kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void step_run(
+    __global const uchar* labels, __global const int* rows, int first, int steps, int prepare, float scale,
+    __global float* acts, __global float* deltas, __global float* losses, __global int* hits, int slot,
+    __global float* own_rows, __global float* tails, __global float* grads, __global float* values,
+    __global float* velocity, float lr, float momentum, float weight_decay, __global const float* inputs,
+    __global float* acts_a, __global float* acts_b, int cur, volatile __global uint* sync, uint spin_limit WORK_ARG) {
+    const int group = (int)get_group_id(0), lid = (int)get_local_id(0);
+    __global float* own = own_rows + (size_t)group * (2 * ACT_FLOATS + 2);
+    __global float* act = group ? own : acts;
+    __global float* delta = group ? own + ACT_FLOATS : deltas;
+    // This group's tail parameters (params[p] for p >= TAIL_BEGIN, as the tail's calls read them) and momentum.
+    __global float* params = tails + (size_t)group * 2 * TAIL_FLOATS;
+    __global float* tail_velocity = params + TAIL_FLOATS;
+    for (int p = TAIL_BEGIN + lid; p < PARAM_FLOATS; p += SG) {
+        params[p] = values[p];
+        tail_velocity[p] = velocity[p];
+    }
+    WORK_AREA((TAIL_WORK > SG ? TAIL_WORK : SG) + 1);  // and grid_sync's int after the rest
+    SCRATCH int* stop = (SCRATCH int*)(work + (TAIL_WORK > SG ? TAIL_WORK : SG));
+    OWN_FIRST_ROWS;
+    SYNC();  // the tail's copy made
+    for (int k = 0; k < steps; ++k) {
+        const int row = rows[first + k], label = labels[row], next = cur == 1 ? 2 : 1;
+        __global const float* first_in = inputs + (size_t)row * INPUT_FLOATS;
+        __global float* loss = group ? own + 2 * ACT_FLOATS : losses + slot + k;
+        __global int* hit = group ? (__global int*)(own + 2 * ACT_FLOATS + 1) : hits + slot + k;
+        TAIL_STEP(cur == 0 ? acts : cur == 1 ? acts_a : acts_b)
+        SYNC();  // every item has read the tail's parameters
+        first_rows_sgd(row0, own_rows_here, first_in, act, delta, grads, values, velocity, lr, momentum,
+                       weight_decay);
+        for (int p = TAIL_BEGIN + lid; p < PARAM_FLOATS; p += SG) {
+            const float g = step_gradient(p, first_in, act, delta);
+            if (group == 0) grads[p] = g;
+            sgd_step(params, tail_velocity, p, g, lr, momentum, weight_decay);
+        }
+        SYNC();  // this group's rows updated
+        if (k + 1 < steps || prepare) {
+            __global const float* next_input = inputs + (size_t)rows[first + k + 1] * INPUT_FLOATS;
+            __global float* next_acts = next == 1 ? acts_a : acts_b;
+            if (k + 1 == steps)
+                for (int e = (int)get_global_id(0); e < INPUT_FLOATS; e += (int)get_global_size(0))
+                    next_acts[e] = next_input[e];
+            first_rows_forward(next_input, values, work, next_acts, row0, own_rows_here);
+        }
+        if (!grid_sync(sync, spin_limit, stop)) return;
+        cur = next;
+    }
+    if (group == 0)
+        for (int p = TAIL_BEGIN + lid; p < PARAM_FLOATS; p += SG) {
+            values[p] = params[p];
+            velocity[p] = tail_velocity[p];
+        }
 }
 #endif

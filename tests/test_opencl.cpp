@@ -93,76 +93,86 @@ TEST_P(OpenCLVariant, MatchesCpuOnTheMlp) {
 // At batch 1 a run of steps of a network that starts fully connected is one launch a step:
 // step_update (the rest of the network, its backward, every gradient and the update, then the
 // next training sample's first layer), after a first_forward where the run starts (its first
-// step, a new order). Gradients wanted before the update, or a forward between backward and
+// step, a new order). On the persistent path (the default) a run of steps is one launch of
+// step_run instead, which goes when anything needs its results (here: a test forward, a new
+// order, the parameters). Gradients wanted before the update, or a forward between backward and
 // update, get the tail in one group (tail_step) and the gradients kernel first, and the next step
 // its first_forward. The first batch-1 step since take_times() is a probe, its phases run apart
 // (first_forward, tail_forward, backward_samples, gradients_one, sgd_momentum), and the fused
 // launches' time is split over the phases by it. The parameters come out the same, bit for bit,
-// every way; so do they with a test-set forward between steps, which leaves the next sample's
-// first layer in place.
+// every way and on both paths; so do they with a test-set forward between steps, which leaves
+// the next sample's first layer in place.
 TEST_P(OpenCLVariant, BatchOneStepIsOneLaunchWithTheSameParameters) {
     const Network net = load_model("mlp").net;
-    auto engine = per_sample_engine(net, GetParam());
-    test::record_step(*engine, net, random_dataset(8, 2), 1, 1);
     const std::vector<float> start = init_params(net, 5);
-    engine->forward(Split::Test, 0, 4);  // buffers for 4 samples, planned before the steps
-    auto steps = [&](bool test_forward_between) {
-        engine->set_params(start);
-        Rng rng(4);
-        engine->set_order(shuffled_order(8, rng));
-        engine->profile_kernels();
-        engine->take_kernel_times();
-        engine->take_times();
-        engine->take_counters();
-        // The epoch's last three samples (the last has no next), a new order, two more.
-        for (int first : {5, 6, 7, -1, 0, 1}) {
-            if (first < 0) {
-                engine->set_order(shuffled_order(8, rng));
-                continue;
+    std::vector<float> first_path;
+    for (const bool persistent : {false, true}) {
+        auto engine = per_sample_engine(net, GetParam());
+        if (!persistent) dynamic_cast<OpenCLEngine&>(*engine).set_step_runs(0);
+        test::record_step(*engine, net, random_dataset(8, 2), 1, 1);
+        engine->forward(Split::Test, 0, 4);  // buffers for 4 samples, planned before the steps
+        auto steps = [&](bool test_forward_between) {
+            engine->set_params(start);
+            Rng rng(4);
+            engine->set_order(shuffled_order(8, rng));
+            engine->profile_kernels();
+            engine->take_kernel_times();
+            engine->take_times();
+            engine->take_counters();
+            // The epoch's last three samples (the last has no next), a new order, two more.
+            for (int first : {5, 6, 7, -1, 0, 1}) {
+                if (first < 0) {
+                    engine->set_order(shuffled_order(8, rng));
+                    continue;
+                }
+                engine->forward(Split::Train, first, 1);
+                engine->backward();
+                if (test_forward_between) engine->forward(Split::Test, 0, 4);
+                engine->update(0.1f, 0.9f, 5e-4f);
+                if (!test_forward_between && first == 6) engine->forward(Split::Test, 0, 4);
             }
-            engine->forward(Split::Train, first, 1);
-            engine->backward();
-            if (test_forward_between) engine->forward(Split::Test, 0, 4);
-            engine->update(0.1f, 0.9f, 5e-4f);
-            if (!test_forward_between && first == 6) engine->forward(Split::Test, 0, 4);
-        }
-        return engine->params();
-    };
-    auto expect_kernels = [&](const std::vector<std::pair<std::string, int64_t>>& expected) {
-        const auto kernels = engine->take_kernel_times();
-        ASSERT_EQ(kernels.size(), expected.size());
-        for (size_t i = 0; i < expected.size(); ++i) {
-            EXPECT_EQ(kernels[i].name, expected[i].first);
-            EXPECT_EQ(kernels[i].launches, expected[i].second) << kernels[i].name;
-        }
-    };
-    const std::vector<float> fused = steps(false);
-    // first_forward: the probe's (sample 5), after the probe (6) and after the new order (0).
-    expect_kernels({{"first_forward", 3},
-                    {"tail_forward", 1},
-                    {"backward_samples", 1},
-                    {"gradients_one", 1},
-                    {"sgd_momentum", 1},
-                    {"step_update", 4},
-                    {"forward_samples", 1}});
-    // The backward and most of the forward ran inside the update's kernel; the probe apportions them.
-    const PhaseTimes t = engine->take_times();
-    EXPECT_GT(t.forward_ms, 0.0);
-    EXPECT_GT(t.backward_ms, 0.0);
-    EXPECT_GT(t.update_ms, 0.0);
-    EXPECT_EQ(engine->take_counters().samples, 5 + 4);
+            return engine->params();
+        };
+        auto expect_kernels = [&](const std::vector<std::pair<std::string, int64_t>>& expected) {
+            const auto kernels = engine->take_kernel_times();
+            ASSERT_EQ(kernels.size(), expected.size());
+            for (size_t i = 0; i < expected.size(); ++i) {
+                EXPECT_EQ(kernels[i].name, expected[i].first);
+                EXPECT_EQ(kernels[i].launches, expected[i].second) << kernels[i].name;
+            }
+        };
+        const std::vector<float> fused = steps(false);
+        if (first_path.empty()) first_path = fused;
+        EXPECT_EQ(fused, first_path);
+        // first_forward: the probe's (sample 5), after the probe (6) and after the new order (0).
+        // step_run: 6 (before the test forward), 7 (before the new order), 0 (before its loss slot,
+        // the last of 8, is read back) and 1 (before params()).
+        expect_kernels({{"first_forward", 3},
+                        {"tail_forward", 1},
+                        {"backward_samples", 1},
+                        {"gradients_one", 1},
+                        {"sgd_momentum", 1},
+                        {persistent ? "step_run" : "step_update", 4},
+                        {"forward_samples", 1}});
+        // The backward and most of the forward ran inside the update's kernel; the probe apportions them.
+        const PhaseTimes t = engine->take_times();
+        EXPECT_GT(t.forward_ms, 0.0);
+        EXPECT_GT(t.backward_ms, 0.0);
+        EXPECT_GT(t.update_ms, 0.0);
+        EXPECT_EQ(engine->take_counters().samples, 5 + 4);
 
-    EXPECT_EQ(steps(true), fused);
-    expect_kernels({{"first_forward", 5},
-                    {"tail_forward", 1},
-                    {"backward_samples", 1},
-                    {"gradients_one", 1},
-                    {"forward_samples", 5},
-                    {"sgd_momentum", 5},
-                    {"tail_step", 4},
-                    {"gradients", 4}});
-    // The training samples' losses, whichever kernel computed them (the test forwards' come after).
-    EXPECT_EQ(engine->take_counters().samples, 5 + 5 * 4);
+        EXPECT_EQ(steps(true), fused);
+        expect_kernels({{"first_forward", 5},
+                        {"tail_forward", 1},
+                        {"backward_samples", 1},
+                        {"gradients_one", 1},
+                        {"forward_samples", 5},
+                        {"sgd_momentum", 5},
+                        {"tail_step", 4},
+                        {"gradients", 4}});
+        // The training samples' losses, whichever kernel computed them (the test forwards' come after).
+        EXPECT_EQ(engine->take_counters().samples, 5 + 5 * 4);
+    }
 }
 
 // LeNet-5 at batch 1 keeps step_samples and gradients_sgd; so does a network that starts fully

@@ -1,7 +1,9 @@
 #include "opencl/opencl_engine.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
+#include <string>
 
 #include "opencl/opencl_kernels.h"
 
@@ -18,13 +20,35 @@ constexpr int kTimeEvery = 16;
 // The kernels that run one work-group of SG items per sample, and those of a network that starts
 // fully connected (step.cl's SPREAD_FIRST), groups of SG items too.
 constexpr const char* kSampleKernels[] = {"forward_samples", "backward_samples", "step_samples"};
-constexpr const char* kSpreadKernels[] = {"first_forward", "tail_step", "tail_forward", "step_update"};
+constexpr const char* kSpreadKernels[] = {"first_forward", "tail_step", "tail_forward", "step_update", "step_run"};
 
 // step_update computes the tail in every group: only when its parameters are at most this many.
 constexpr size_t kFuseTail = 32768;
 // step_update's groups per compute unit (the MLP on an H100, measured when a step was two launches:
 // 1.24 s per epoch with 1, 1.12 s with 2, 1.31 s with 4), and no fewer than first_forward's.
 constexpr size_t kStepGroupsPerUnit = 2;
+
+// The persistent path's steps per launch: a launch waits for this many steps of the host's, so few
+// enough that the device is not left idle long where a run starts (after a probe or the counters),
+// and many enough that the launches' cost is small beside the steps'.
+constexpr int kRunSteps = 128;
+
+// How many reads of its counter a grid barrier's wait takes before it gives up: seconds on either
+// kind of device (a GPU's read goes to its L2, ~0.5 us; a CPU's hits its cache, a few ns), far
+// beyond a real wait (microseconds; on a busy CPU, another thread's time slice).
+constexpr unsigned kGpuSpinLimit = 1u << 24, kCpuSpinLimit = 1u << 31;
+
+// LENET5_PERSISTENT, for comparisons: 0 turns the persistent path off (a launch a step), a number
+// of work-groups runs it in that many; unset or empty, the default (-1 here).
+int persistent_setting() {
+    const char* env = std::getenv("LENET5_PERSISTENT");
+    if (!env || !*env) return -1;
+    char* end = nullptr;
+    const long n = std::strtol(env, &end, 10);
+    if (*end || n < 0 || n > 65536)
+        throw Error(std::string("LENET5_PERSISTENT must be 0 (off) or a number of work-groups, not '") + env + "'");
+    return static_cast<int>(n);
+}
 
 }  // namespace
 
@@ -39,6 +63,9 @@ OpenCLEngine::OpenCLEngine(Network net, MemoryVariant memory, std::shared_ptr<De
             throw Error("work-groups of " + std::to_string(group) + " items per sample: " + rt_->device().name +
                         " allows at most " + std::to_string(rt_->max_group()));
         build_program(group);
+        fuse_tail_ = sample_.spread && layout_.size() - sample_.tail_begin <= kFuseTail;
+        const int persistent = persistent_setting();
+        set_step_runs(persistent == 0 ? 0 : kRunSteps, std::max(persistent, 0));
         // The pairs' parameters (without pairs: a buffer that no layer reads).
         run_params_ = sample_.run_floats ? DeviceRuntime::floats_of(params_, sample_.run_begin, sample_.run_floats)
                                          : rt_->buffer(sizeof(float), CL_MEM_READ_ONLY);
@@ -48,6 +75,24 @@ OpenCLEngine::OpenCLEngine(Network net, MemoryVariant memory, std::shared_ptr<De
                    false, n};
         set_params(std::vector<float>(net_.param_count, 0.0f));
     });
+}
+
+std::string OpenCLEngine::device() const {
+    std::string d = rt_->device().name + " (" + std::to_string(group_) + " items per sample, " + group_origin_ + ")";
+    if (fuse_tail_ && run_max_ > 0)
+        d += ", persistent batch-1 steps (" + std::to_string(run_groups_) + (run_groups_ > 1 ? " groups)" : " group)");
+    return d;
+}
+
+void OpenCLEngine::set_step_runs(int steps, int groups, unsigned spin_limit) {
+    if (steps < 0 || groups < 0) throw Error("set_step_runs: negative steps or groups");
+    cl_checked([&] { flush_steps(); });
+    const bool gpu = rt_->device().is_gpu;
+    run_max_ = steps;
+    const size_t per_unit = std::max<size_t>(1, std::min(rt_->compute_units(), sample_.first_outputs));
+    run_groups_ = groups ? groups : gpu ? static_cast<int>(per_unit) : 1;
+    spin_limit_ = spin_limit ? spin_limit : gpu ? kGpuSpinLimit : kCpuSpinLimit;
+    if (capacity_ > 0 && sample_.spread) cl_checked([&] { plan_run(); });
 }
 
 void OpenCLEngine::inputs_changed(Split split, bool slots_replaced) {
@@ -151,7 +196,6 @@ void OpenCLEngine::plan_batch(int capacity) {
     // step_update's groups update the first layer's rows as first_forward's groups compute them: as many at least.
     const size_t step_groups = std::max<size_t>(
         first_groups, std::min(rt_->compute_units() * kStepGroupsPerUnit, (layout_.size() + group_ - 1) / group_));
-    fuse_tail_ = layout_.size() - sample_.tail_begin <= kFuseTail;
     snapshot_ = rt_->buffer(layout_.size() * sizeof(float));
     own_rows_ = rt_->buffer(step_groups * (2 * sample_.act_floats + 2) * sizeof(float));
     first_ = {{kernel(program_, "first_forward", cl::Buffer(), cl::Buffer(), 0, acts_, params_, snapshot_), {}, {},
@@ -186,6 +230,27 @@ void OpenCLEngine::plan_batch(int capacity) {
         tail_.run.kernel.setArg(10, spread_work_);
         tail_forward_.run.kernel.setArg(10, spread_work_);
         step_update_.run.kernel.setArg(25, spread_work_);
+    }
+    plan_run();
+}
+
+// The persistent path's buffers and launch, for run_groups_ groups. Its other arguments are set by
+// launch_run().
+void OpenCLEngine::plan_run() {
+    const size_t groups = static_cast<size_t>(run_groups_), tail = layout_.size() - sample_.tail_begin;
+    const size_t work = std::max(sample_.tail_work, group_) + 1;  // and grid_sync's int
+    run_rows_ = rt_->buffer(groups * (2 * sample_.act_floats + 2) * sizeof(float));
+    tails_ = rt_->buffer((sample_.tail_begin + groups * 2 * tail) * sizeof(float));
+    sync_ = rt_->buffer(2 * sizeof(cl_uint));
+    rt_->fill(sync_, cl_uint{0}, 2 * sizeof(cl_uint));
+    run_ = {{kernel(program_, "step_run", cl::Buffer(), cl::Buffer(), 0, 0, 0, 1.0f, acts_, deltas_, losses_, hits_, 0,
+                    run_rows_, tails_, grads_, params_, velocity_, 0.0f, 0.0f, 0.0f, cl::Buffer(), spread_acts_[0],
+                    spread_acts_[1], 0, sync_, spin_limit_),
+             {}, {}, "step_run"},
+            true, 0, -1, groups};
+    if (memory_ != MemoryVariant::Local) {
+        run_work_ = rt_->buffer(groups * work * sizeof(float));
+        run_.run.kernel.setArg(25, run_work_);
     }
 }
 
@@ -227,13 +292,27 @@ void OpenCLEngine::forward(Split split, int first, int count) {
     const SplitData& data = batch_data(split, first, count);
     cl_checked([&] {
         compute_pending_gradients();  // from the activations this forward replaces
-        if (count > capacity_) plan_batch(count);
+        if (count > capacity_) {
+            launch_run();  // into the buffers it was recorded for
+            plan_batch(count);
+        }
         if (cursor_ + count > slots_) collect_counters();
         const bool batch1 = train && count == 1;
         // A batch-1 training step runs fused, except a probe, which runs as a batch of one.
         const bool probe = timeline_.start_step(batch1, batch1);
         fused_step_ = batch1 && !probe;
+        // The next step of the recorded run joins it; anything else runs after it.
+        joined_ = fused_step_ && sample_.spread && run_count_ > 0 && first == run_first_ + run_count_ &&
+                  cursor_ == run_cursor_ + run_count_;
+        if (!joined_) launch_run();
         if (batch1 && sample_.spread) {
+            step_first_ = first;
+            step_slot_ = cursor_;
+            tail_pending_ = !probe;
+            cursor_ += 1;
+            count_ = 1;
+            last_was_train_ = true;
+            if (joined_) return;  // the run computes its first layer
             // Only what changes from step to step: each clSetKernelArg costs host time, which a
             // one-launch step must keep below the device's. The tail's arguments are set if it runs.
             cl::Kernel& update = step_update_.run.kernel;
@@ -244,9 +323,7 @@ void OpenCLEngine::forward(Split split, int first, int count) {
                 spread_args_set_ = true;
             }
             update.setArg(2, first);
-            update.setArg(8, cursor_);
-            step_first_ = first;
-            step_slot_ = cursor_;
+            update.setArg(8, step_slot_);
             // The previous step's update computed this sample's first layer, unless something
             // intervened; a probe computes it itself.
             cur_slot_ = prepared_first_ == first && !probe ? prepared_slot_ : 0;
@@ -263,13 +340,9 @@ void OpenCLEngine::forward(Split split, int first, int count) {
                 tail.setArg(0, data.labels);
                 tail.setArg(1, order_);
                 tail.setArg(2, first);
-                tail.setArg(8, cursor_);
+                tail.setArg(8, step_slot_);
                 timeline_.run(Phase::Forward, {sized(tail_forward_, 1)});
             }
-            tail_pending_ = !probe;
-            cursor_ += 1;
-            count_ = 1;
-            last_was_train_ = true;
             return;
         }
         Launch& launch = fused_step_ ? step_ : forward_;  // the same first arguments
@@ -306,9 +379,15 @@ void OpenCLEngine::compute_pending_gradients() {
 }
 
 // A spread batch-1 step's tail (after first_forward), in one group, when something needs it before
-// update() (which computes it itself).
+// update() (which computes it itself). A step that joined a run gets its first layer from the run.
 void OpenCLEngine::finish_tail() {
     if (!tail_pending_) return;
+    if (joined_) {
+        launch_run();
+        cur_slot_ = prepared_slot_;
+        prepared_first_ = -1;
+        joined_ = false;
+    }
     tail_pending_ = false;
     cl::Kernel& tail = tail_.run.kernel;
     tail.setArg(0, train_.labels);
@@ -324,7 +403,9 @@ void OpenCLEngine::finish_tail() {
 
 void OpenCLEngine::update(float lr, float momentum, float weight_decay) {
     cl_checked([&] {
+        const std::array<float, 3> rates{lr, momentum, weight_decay};
         const bool fused = tail_pending_ && gradients_pending_ && fuse_tail_;
+        if (fused && run_max_ > 0) return record_run_step(rates);
         if (fused)
             tail_pending_ = false;
         else
@@ -342,7 +423,6 @@ void OpenCLEngine::update(float lr, float momentum, float weight_decay) {
         }
         Launch& launch = fused ? step_update_ : gradients_pending_ ? gradients_sgd_ : update_;
         const cl_uint at = fused ? 14 : gradients_pending_ ? 6 : 4;  // where lr, momentum and weight decay go
-        const std::array<float, 3> rates{lr, momentum, weight_decay};
         if (!fused || rates != step_update_rates_) {  // step_update keeps them from step to step
             launch.run.kernel.setArg(at, lr);
             launch.run.kernel.setArg(at + 1, momentum);
@@ -355,10 +435,79 @@ void OpenCLEngine::update(float lr, float momentum, float weight_decay) {
     });
 }
 
+// update() of a fused step on the persistent path: the step joins the recorded run (or starts one),
+// which goes to the device once it is kRunSteps long. A run keeps one set of rates.
+void OpenCLEngine::record_run_step(const std::array<float, 3>& rates) {
+    tail_pending_ = gradients_pending_ = false;
+    if (joined_ && rates != run_rates_) {  // the run so far, which computes this step's first layer
+        launch_run();
+        cur_slot_ = prepared_slot_;
+        joined_ = false;
+    }
+    if (!joined_) {  // forward() launched any run before this step
+        run_first_ = step_first_;
+        run_cursor_ = step_slot_;
+        run_slot_ = cur_slot_;
+        run_rates_ = rates;
+    }
+    prepared_first_ = -1;
+    joined_ = false;
+    if (++run_count_ == run_max_) launch_run();
+}
+
+// The recorded run as one launch of step_run, which also computes the first layer of the training
+// sample after it (if there is one) into the slot after its last step's.
+void OpenCLEngine::launch_run() {
+    if (run_count_ == 0) return;
+    const int next = run_first_ + run_count_;
+    int slot = run_slot_;
+    for (int k = 0; k < run_count_; ++k) slot = slot == 1 ? 2 : 1;
+    cl::Kernel& k = run_.run.kernel;
+    k.setArg(0, train_.labels);
+    k.setArg(1, order_);
+    k.setArg(2, run_first_);
+    k.setArg(3, run_count_);
+    k.setArg(4, next < train_.count ? 1 : 0);
+    k.setArg(10, run_cursor_);
+    for (cl_uint i = 0; i < 3; ++i) k.setArg(16 + i, run_rates_[i]);
+    k.setArg(19, train_.inputs);
+    k.setArg(22, run_slot_);
+    // Timed every time: one event for many steps costs little.
+    timeline_.run(Phase::Fused, {sized(run_, 0)}, true);
+    rt_->flush();
+    prepared_first_ = next < train_.count ? next : -1;
+    prepared_slot_ = slot;
+    run_count_ = 0;
+    runs_unchecked_ = true;
+}
+
+void OpenCLEngine::flush_steps() {
+    launch_run();
+    check_runs();
+}
+
+// Reads the barrier's error flag after runs (a wait for them): a barrier that gave up means that
+// not every group ran at once, and the steps after it were not computed.
+void OpenCLEngine::check_runs() {
+    if (!runs_unchecked_) return;
+    runs_unchecked_ = false;
+    cl_uint flags[2] = {0, 0};
+    timeline_.read(sync_, flags, sizeof flags);
+    if (flags[1] == 0) return;
+    rt_->fill(sync_, cl_uint{0}, sizeof flags);  // a fresh barrier for the next run
+    prepared_first_ = -1;
+    cursor_ = 0;  // the losses of steps that did not run
+    throw Error(variant() + ": the persistent batch-1 steps' grid barrier gave up after " +
+                std::to_string(spin_limit_) + " reads: not all of its " + std::to_string(run_groups_) +
+                " work-groups ran at once on " + rt_->device().name +
+                "; LENET5_PERSISTENT=0 runs a launch a step instead");
+}
+
 std::vector<float> OpenCLEngine::layer_output(size_t layer) {
     if (count_ == 0) throw Error("layer_output() before forward()");
     return cl_checked([&] {
         finish_tail();
+        launch_run();
         // The layer's slice of each sample's activations: one rectangular read, a row per sample.
         const size_t n = static_cast<size_t>(count_), size = static_cast<size_t>(net_.layers.at(layer).out.size());
         const size_t row = size * sizeof(float), pitch = sample_.act_floats * sizeof(float);

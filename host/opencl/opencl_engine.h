@@ -18,10 +18,17 @@
 // reading the first layer's weights, so its step is spread: forward(Train) computes the first
 // layer's rows in many groups (first_forward), and update() runs the rest of the network, the
 // loss, the backward and every gradient and update in one launch (step_update: each group
-// computes the small tail itself, then updates its share of the parameters). Anything that needs
-// the tail's results first (the loss, gradients(), layer outputs, another forward) gets it in one
-// group (tail_step), then the steps above. A probe runs first_forward, then the tail's forward
-// alone (tail_forward), and the deltas, gradients and update as a batch of one.
+// computes the small tail itself, then updates its share of the parameters, then its first-layer
+// rows of the next sample). Anything that needs the tail's results first (the loss, gradients(),
+// layer outputs, another forward) gets it in one group (tail_step), then the steps above. A probe
+// runs first_forward, then the tail's forward alone (tail_forward), and the deltas, gradients and
+// update as a batch of one.
+//
+// By default such steps run persistently (step_run): update() only records a step, and a run of
+// consecutive steps goes to the device as one launch whose groups loop over the steps with a
+// grid-wide barrier between them, once kRunSteps are recorded or as soon as anything needs their
+// results or changes what they read (another kind of step, a probe, other rates, the counters, the
+// times, the parameters, the order). LENET5_PERSISTENT=0 runs a launch a step (step_update).
 #pragma once
 #include <array>
 #include <memory>
@@ -41,9 +48,13 @@ public:
 
     int group() const { return static_cast<int>(group_); }
 
-    std::string device() const override {
-        return rt_->device().name + " (" + std::to_string(group_) + " items per sample, " + group_origin_ + ")";
-    }
+    std::string device() const override;
+
+    // The persistent path (step_run) for tests and comparisons: runs of up to `steps` batch-1 steps
+    // a launch (0: off, a launch a step), in `groups` work-groups (0: one per compute unit on a GPU,
+    // at most one per first-layer row; one on other devices), a grid barrier giving up after
+    // `spin_limit` reads of its counter (0: the device's default). Runs already recorded go first.
+    void set_step_runs(int steps, int groups = 0, unsigned spin_limit = 0);
 
     void forward(Split split, int first, int count) override;
     void backward() override;
@@ -61,9 +72,19 @@ private:
         size_t groups = 0;   // if not 0: this many work-groups of group_ items (the SPREAD_FIRST kernels)
     };
 
-    void settle() override { finish_tail(); }
-    void complete_gradients() override { compute_pending_gradients(); }
-    void gradients_given() override { gradients_pending_ = false; }
+    void settle() override {
+        finish_tail();
+        flush_steps();
+    }
+    void flush_steps() override;
+    void complete_gradients() override {
+        compute_pending_gradients();
+        flush_steps();
+    }
+    void gradients_given() override {
+        flush_steps();
+        gradients_pending_ = false;
+    }
     void params_replaced() override;
     void inputs_changed(Split split, bool slots_replaced) override;
 
@@ -75,6 +96,12 @@ private:
     void poison_activations();
     void compute_pending_gradients();
     void finish_tail();
+    // The persistent path: its buffers and launch; a step recorded by update(); the recorded run
+    // enqueued (at most one launch); its error flag read back, an Error if a barrier gave up.
+    void plan_run();
+    void record_run_step(const std::array<float, 3>& rates);
+    void launch_run();
+    void check_runs();
 
     std::string group_origin_;
     size_t group_ = 0;  // items per sample's work-group (SG)
@@ -106,6 +133,18 @@ private:
     std::array<float, 3> step_update_rates_{-1.0f, -1.0f, -1.0f};  // its learning rate, momentum, decay
     bool fuse_tail_ = false;
     bool tail_pending_ = false;  // a batch-1 forward() ran only first_forward
+    // The persistent path (step_run): at most run_max_ steps a launch (0: off) in run_groups_
+    // groups, a barrier's wait bounded by spin_limit_ reads. The recorded run: run_count_ steps
+    // from training sample run_first_ (loss slot run_cursor_, its first layer in slot run_slot_) at
+    // run_rates_; joined_: the pending forward() continues it (its first layer comes from the run).
+    // run_rows_, tails_, run_work_: the groups' rows, tail copies and work areas; sync_: the
+    // barrier's counter and error flag; runs_unchecked_: a run went since the flag was last read.
+    Launch run_;
+    cl::Buffer run_rows_, tails_, run_work_, sync_;
+    int run_max_ = 0, run_groups_ = 1, run_first_ = 0, run_cursor_ = 0, run_slot_ = 0, run_count_ = 0;
+    unsigned spin_limit_ = 1;
+    std::array<float, 3> run_rates_{};
+    bool joined_ = false, runs_unchecked_ = false;
 
     // Per sample of the batch: its activations and deltas ([capacity][act_floats], see step.cl),
     // its share of the pairs' gradients ([capacity][run_floats]); the groups' work areas

@@ -140,18 +140,27 @@ void OpenCLEngineBase::set_params(const std::vector<float>& params) {
 }
 
 std::vector<float> OpenCLEngineBase::params() {
-    return cl_checked([&] { return read_flat(params_); });
+    return cl_checked([&] {
+        flush_steps();
+        return read_flat(params_);
+    });
 }
 
 void OpenCLEngineBase::set_momentum_buffer(const std::vector<float>& velocity) {
     refuse_in_inference("set_momentum_buffer()");
     check_param_count(net_, velocity, "momentum buffer");
-    cl_checked([&] { write_flat(velocity_, velocity); });
+    cl_checked([&] {
+        flush_steps();
+        write_flat(velocity_, velocity);
+    });
 }
 
 std::vector<float> OpenCLEngineBase::momentum_buffer() {
     refuse_in_inference("momentum_buffer()");
-    return cl_checked([&] { return read_flat(velocity_); });
+    return cl_checked([&] {
+        flush_steps();
+        return read_flat(velocity_);
+    });
 }
 
 void OpenCLEngineBase::set_order(const std::vector<int32_t>& order) {
@@ -197,11 +206,17 @@ Counters OpenCLEngineBase::take_counters() {
 }
 
 PhaseTimes OpenCLEngineBase::take_times() {
-    return cl_checked([&] { return timeline_.take_times(); });
+    return cl_checked([&] {
+        flush_steps();
+        return timeline_.take_times();
+    });
 }
 
 std::vector<KernelTime> OpenCLEngineBase::take_kernel_times() {
-    return cl_checked([&] { return timeline_.take_kernel_times(); });
+    return cl_checked([&] {
+        flush_steps();
+        return timeline_.take_kernel_times();
+    });
 }
 
 std::vector<float> OpenCLEngineBase::gradients() {

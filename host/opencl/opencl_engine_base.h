@@ -70,6 +70,9 @@ protected:
     // settle: run what a step left pending whose results the losses, the order or the gradients
     // depend on (the per-sample engine's deferred tail).
     virtual void settle() {}
+    // flush_steps: enqueue the training steps held back (the per-sample engine's run of batch-1
+    // steps) before anything reads or replaces what they write, and report their failure.
+    virtual void flush_steps() {}
     // complete_gradients: make grads_ hold the last backward's gradients (gradients() reads them).
     virtual void complete_gradients() {}
     // gradients_given: set_gradients() wrote grads_; update() applies those.

@@ -99,8 +99,8 @@ std::string loss_call(const Network& net, size_t y_at, size_t delta_at) {
 
 // A network that starts fully connected: step.cl's SPREAD_FIRST kernels. The tail's forward has
 // its own work area (the first layer's outputs at 0, then each layer's, then the lane sums); its
-// backward is NETWORK_BACKWARD. In step_update a parameter's gradient reads the group's own rows
-// (act, delta), and the first layer's input from the sample's (acts).
+// backward is NETWORK_BACKWARD. In step_update and step_run a parameter's gradient reads the group's
+// own rows (act, delta), and the first layer's input from the sample's input (first_in).
 void spread_first(const Network& net, const DeviceLayout& layout, int lanes, SampleProgram& p, std::ostringstream& s) {
     const auto& layers = net.layers;
     const size_t L = layers.size();
@@ -120,16 +120,16 @@ void spread_first(const Network& net, const DeviceLayout& layout, int lanes, Sam
     p.tail_work = std::max(tail.size, p.backward_work);
 
     s << "#define SPREAD_FIRST 1\n#define FIRST_OUT " << p.first_outputs << "\n#define FIRST_AT " << p.output_at[0]
-      << "\n#define TAIL_BEGIN " << p.tail_begin << "\n#define TAIL_WORK " << p.tail_work << "\n#define FIRST_W "
+      << "\n#define TAIL_BEGIN " << p.tail_begin << "\n#define TAIL_FLOATS " << layout.size() - p.tail_begin
+      << "\n#define TAIL_WORK " << p.tail_work << "\n#define FIRST_W "
       << layout.weights(0).device << "\n#define FIRST_B " << layout.bias(0).device << "\n#define FIRST_IN "
       << first.in.size() << "\n";
-    s << "#define NETWORK_FIRST_FORWARD \\\n    fc_rows_forward(input, params + " << layout.weights(0).device
-      << ", params + " << layout.bias(0).device << ", " << first.in.size() << ", " << first.out.size() << ", "
-      << act_name(first.activation) << ", work, act + " << p.output_at[0] << ");\n";
-    // The same for the next sample in step_update, from its updated parameters.
-    s << "#define NETWORK_NEXT_FIRST_FORWARD \\\n    fc_rows_forward_at(next_input, values + " << layout.weights(0).device
-      << ", values + " << layout.bias(0).device << ", " << first.in.size() << ", " << first.out.size() << ", "
-      << act_name(first.activation) << ", work, next_acts + " << p.output_at[0] << ", row0, rows_per_group);\n";
+    // The first layer's rows [row0, row0 + rows) of the sample whose input is x, from the parameters
+    // `params`, into the sample's activations `acts` (first_rows_forward's chunks).
+    s << "#define NETWORK_FIRST_ROWS(x, params, part, acts, row0, rows) \\\n    fc_rows_forward(x, params + "
+      << layout.weights(0).device << ", params + " << layout.bias(0).device << ", " << first.in.size() << ", "
+      << first.out.size() << ", " << act_name(first.activation) << ", part, acts + " << p.output_at[0]
+      << ", row0, rows)\n";
     std::ostringstream fw;
     for (size_t k = 1; k < L; ++k) {
         const LayerSpec& l = layers[k];
@@ -144,7 +144,7 @@ void spread_first(const Network& net, const DeviceLayout& layout, int lanes, Sam
         const auto& b = layout.bias(k);
         const int I = layers[k].in.size();
         gr << "    if (p >= " << w.device << " && p < " << w.device + w.count << ") g = fc_weight_gradient("
-           << (k ? "act" : "acts") << ", delta, 1, (p - " << w.device << ") / " << I << ", (p - " << w.device << ") % "
+           << (k ? "act" : "first_in") << ", delta, 1, (p - " << w.device << ") / " << I << ", (p - " << w.device << ") % "
            << I << ", " << p.output_at[k] << ", " << (k ? p.output_at[k - 1] : 0) << ", 0); \\\n";
         gr << "    if (p >= " << b.device << " && p < " << b.device + b.count << ") g = fc_bias_gradient(delta, 1, p - "
            << b.device << ", " << p.output_at[k] << ", 0); \\\n";

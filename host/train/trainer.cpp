@@ -21,9 +21,11 @@ double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std
 
 // Test passes use larger batches than training: there is no update between them.
 constexpr int kEvalBatch = 1000;
-// The loss is checked for NaN/inf every this many steps: a short wait for the
-// device that also keeps the progress bar honest on a queued GPU.
-constexpr int kCheckEvery = 50;
+// The loss is checked for NaN/inf every this many steps, and at small batches every this many
+// samples: a short wait for the device that also keeps the progress bar honest on a queued GPU.
+// (At one sample a step, a wait every 50 steps would leave the device idle at each, and the OpenCL
+// engine's persistent runs of steps short.)
+constexpr int kCheckEvery = 50, kCheckSamples = 3200;
 
 // The shuffle of each epoch depends only on the seed and the epoch number, so a
 // resumed run sees the same orders as a straight one.
@@ -183,6 +185,7 @@ TrainResult train(const TrainOptions& o, const TrainObserver& observer) {
     };
 
     const int steps = (train_set.count + opt.batch - 1) / opt.batch;
+    const int check_every = std::max(kCheckEvery, kCheckSamples / opt.batch);
     if (first_step >= steps) {  // interrupted after the last step of an epoch
         ++first_epoch;
         first_step = 0;
@@ -201,7 +204,7 @@ TrainResult train(const TrainOptions& o, const TrainObserver& observer) {
             engine->forward(Split::Train, first, std::min(opt.batch, train_set.count - first));
             engine->backward();
             engine->update(lr, opt.momentum, opt.weight_decay);
-            if ((step + 1) % kCheckEvery == 0 || step + 1 == steps) {
+            if ((step + 1) % check_every == 0 || step + 1 == steps) {
                 const Counters c = engine->take_counters();
                 if (!std::isfinite(c.loss_sum))
                     throw Error("training diverged in epoch " + std::to_string(epoch) + " by step " +
