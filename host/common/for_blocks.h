@@ -2,9 +2,10 @@
 // (a CNN's 25.7 MB F1 bucket) spread over up to kPassThreads OpenMP threads: the host passes over
 // gradient buckets are bound by memory bandwidth, which one thread does not reach and a few do.
 // More would not be faster, and after a parallel region OpenMP's threads spin for a while (GNU's
-// for some milliseconds) on cores that the threads driving the GPUs need: on a 64-core host a
-// pass on every core made two GPUs' CNN epoch 10-90% slower. Each value is computed by one thread
-// in the same order of operations whatever the thread count, so the results do not depend on it.
+// for some milliseconds) on cores that the threads driving the GPUs need: on a 64-core host, passes
+// on every core made two GPUs' exact CNN epoch at batch 1024 a third slower. Each value is computed
+// by one thread in the same order of operations whatever the thread count, so the results do not
+// depend on it.
 #pragma once
 #include <algorithm>
 #include <cstddef>
