@@ -119,7 +119,7 @@ void host_sum(const Network& net) {
 
 void ranks(const Network& net) {
 #ifdef LENET5_HAVE_MPI
-    const std::unique_ptr<Collective> world = world_ranks();
+    const std::unique_ptr<Collective> world = world_ranks(net.param_count);
     if (!world) throw Error("run it under mpirun -np N (N > 1)");
     VectorPort port(net.param_count);
     GradExchange exchange(net, {&port}, world.get(), GradPrecision::Fp32);
