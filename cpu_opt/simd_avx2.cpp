@@ -1,5 +1,5 @@
 // The AVX2+FMA instance of simd_layers.h: 8 floats per vector, 16 registers,
-// maskload/maskstore for remainders. Compiled with -mavx2 -mfma; simd_dispatch.cpp
+// maskload and piecewise stores for remainders. Compiled with -mavx2 -mfma; simd_dispatch.cpp
 // calls it only on a CPU with AVX2 and FMA.
 #include <immintrin.h>
 
@@ -12,7 +12,11 @@ namespace {
 
 struct Avx2 {
     using F = __m256;
-    using Mask = __m256i;  // the first n lanes of a remainder (maskload/maskstore)
+    // The first n lanes of a remainder: the lane mask of maskload, and n for stores.
+    struct Mask {
+        __m256i lanes;
+        int n;
+    };
     static constexpr int N = 8;
     static constexpr int kRegs = 16;
 
@@ -22,10 +26,26 @@ struct Avx2 {
     static void store(float* p, F v) { _mm256_storeu_ps(p, v); }
     static Mask first(int n) {  // 0 <= n <= 8
         alignas(32) static const int32_t lanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
-        return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lanes + 8 - n));
+        return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lanes + 8 - n)), n};
     }
-    static F load(const float* p, Mask m) { return _mm256_maskload_ps(p, m); }
-    static void store(float* p, F v, Mask m) { _mm256_maskstore_ps(p, m, v); }
+    static F load(const float* p, Mask m) { return _mm256_maskload_ps(p, m.lanes); }
+    // In pieces of 4, 2 and 1 lanes: Zen 3 takes about 4x as long for one maskstore (the
+    // subsampling layers' row ends and C3's input-gradient rows store hundreds per sample).
+    static void store(float* p, F v, Mask m) {
+        if (m.n >= 8) return store(p, v);
+        __m128 part = _mm256_castps256_ps128(v);
+        if (m.n & 4) {
+            _mm_storeu_ps(p, part);
+            part = _mm256_extractf128_ps(v, 1);
+            p += 4;
+        }
+        if (m.n & 2) {
+            _mm_storel_pi(reinterpret_cast<__m64*>(p), part);
+            part = _mm_movehl_ps(part, part);
+            p += 2;
+        }
+        if (m.n & 1) _mm_store_ss(p, part);
+    }
 
     static F add(F a, F b) { return _mm256_add_ps(a, b); }
     static F mul(F a, F b) { return _mm256_mul_ps(a, b); }

@@ -197,6 +197,39 @@ TEST_P(SimdLevels, EveryLayerKindAndActivationMatchesCpu) {
     expect_layers_match_cpu(load_model("cnn").net, ops());
 }
 
+// Remainders are stored by their lane count (AVX2 in pieces of 4, 2 and 1): every layer of
+// LeNet-5 and of a network whose rows end in 4, 2 and 5 lanes writes its output and input
+// gradient up to their last float and not one float past it.
+TEST_P(SimdLevels, LayersWriteNothingPastTheirOutputs) {
+    const float guard = 12345.0f;
+    const Network row_ends = NetworkBuilder("row ends", {2, 20, 20})
+                                 .conv("pad1", 4, 3, Activation::Tanh, {}, 1, 1)
+                                 .pool("max", LayerKind::MaxPool, 2, 0, Activation::Tanh)
+                                 .conv("pad2", 5, 5, Activation::Tanh, {}, 1, 2)
+                                 .subsample("sub", 2, Activation::Tanh)
+                                 .fully_connected("out", 13, Activation::None)
+                                 .build();
+    for (const Network& net : {lenet5_network(), row_ends}) {
+        Rng rng(5);
+        const std::vector<float> p = init_params(net, 3);
+        for (const auto& l : net.layers) {
+            SCOPED_TRACE(net.name + " " + l.name);
+            const size_t in_n = static_cast<size_t>(l.in.size()), out_n = static_cast<size_t>(l.out.size());
+            const std::vector<float> in = random_vector(in_n, rng);
+            std::vector<float> out(out_n + 64, guard), d = random_vector(out_n, rng), din(in_n + 64, guard);
+            std::vector<float> g(p.size(), 0.0f);
+            ops().forward(l, p.data(), in.data(), out.data());
+            ops().backward(l, p.data(), in.data(), out.data(), d.data(), din.data(), g.data());
+            for (size_t k = 0; k < 64; ++k) {
+                EXPECT_EQ(out[out_n + k], guard) << "forward wrote output float " << out_n + k;
+                EXPECT_EQ(din[in_n + k], guard) << "backward wrote input-gradient float " << in_n + k;
+            }
+            EXPECT_NE(out[out_n - 1], guard);
+            EXPECT_NE(din[in_n - 1], guard);
+        }
+    }
+}
+
 // Max pooling passes the gradient to the first largest input of a window, as the
 // reference does: with ties (ReLU outputs are often 0) every window must pick the same one.
 TEST_P(SimdLevels, MaxPoolingBreaksTiesAsTheReference) {
