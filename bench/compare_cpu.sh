@@ -3,12 +3,13 @@
 # alike: LeNet-5 on `omp` (one epoch, batch 64) and VGG16 inference on `omp` at batch 1 and 8 beside
 # onnxruntime-node on the same threads (bench/infer_vgg16_cpu.sh's model and images).
 #   bench/compare_cpu.sh OLD_BINARY NEW_BINARY [ROUNDS, default 3]
-# VGG16=0 times LeNet-5 alone (more rounds in the same time, for a noisy machine).
+# VGG16=0 times LeNet-5 alone (more rounds in the same time, for a noisy machine); VARIANTS="omp avx"
+# times LeNet-5 on each of them (default omp).
 # Prints each run and the medians: LeNet-5 wall ms per epoch and test accuracy; VGG16 ms per image.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 old=${1:?usage: bench/compare_cpu.sh OLD_BINARY NEW_BINARY [ROUNDS]}; new=${2:?new binary}; rounds=${3:-3}
-threads=$(nproc); W=${LENET5_WORK:-/tmp/lenet5-vgg}; mkdir -p "$W"; vgg=${VGG16:-1}
+threads=$(nproc); W=${LENET5_WORK:-/tmp/lenet5-vgg}; mkdir -p "$W"; vgg=${VGG16:-1}; variants=${VARIANTS:-omp}
 if [ "$vgg" = 1 ]; then
     bench/peers/install_onnxruntime.sh
     [ -f "$W/vgg16.onnx" ] || /usr/bin/python3 bench/make_vgg16_onnx.py vgg16 "$W/vgg16.onnx" --seed 1
@@ -19,7 +20,9 @@ R=$(mktemp -d)
 for round in $(seq "$rounds"); do
     for which in old new; do
         bin=${!which}
-        "$bin" train --variant omp --threads "$threads" --epochs 1 --json "$R/lenet5_${which}_$round.json" >/dev/null
+        for v in $variants; do
+            "$bin" train --variant "$v" --threads "$threads" --epochs 1 --json "$R/lenet5_${v}_${which}_$round.json" >/dev/null
+        done
         [ "$vgg" = 1 ] || continue
         for b in 1 8; do
             OMP_NUM_THREADS=$threads "$bin" infer --onnx "$W/vgg16.onnx" --input "$W/x.npy" --output "$R/y.npy" \
@@ -33,17 +36,18 @@ for round in $(seq "$rounds"); do
     done
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
-/usr/bin/python3 - "$R" "$rounds" "$vgg" <<'PY'
+/usr/bin/python3 - "$R" "$rounds" "$vgg" $variants <<'PY'
 import json, statistics, sys
-R, rounds, vgg = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+R, rounds, vgg, variants = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4:]
 def load(name): return json.load(open(f"{R}/{name}"))
 def tail_json(name):  # onnxruntime_run.js prints its JSON as the last line
     return json.loads(open(f"{R}/{name}").read().strip().splitlines()[-1])
-for which in ("old", "new"):
-    runs = [load(f"lenet5_{which}_{r}.json") for r in range(1, rounds + 1)]
-    wall = [x["epochs"][0]["wall_ms"] for x in runs]
-    print(f"LeNet-5 omp {which}: wall ms {', '.join('%.0f' % w for w in wall)}; median {statistics.median(wall):.0f}; "
-          f"test {100 * runs[0]['final_test_accuracy']:.2f}%")
+for v in variants:
+    for which in ("old", "new"):
+        runs = [load(f"lenet5_{v}_{which}_{r}.json") for r in range(1, rounds + 1)]
+        wall = [x["epochs"][0]["wall_ms"] for x in runs]
+        print(f"LeNet-5 {v} {which}: wall ms {', '.join('%.0f' % w for w in wall)}; median {statistics.median(wall):.0f}; "
+              f"test {100 * runs[0]['final_test_accuracy']:.2f}%")
 for b in (1, 8) if vgg else ():
     ort = statistics.median(tail_json(f"ort_b{b}_{r}.json")["ms_per_image"] for r in range(1, rounds + 1))
     line = f"VGG16 batch {b}: onnxruntime {ort:.1f} ms per image"
