@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <numeric>
 
 #include "engine/engine_factory.h"
 #include "common/error.h"
 #include "model/model_file.h"
 #include "opencl/opencl_batch_engine.h"
 #include "test_support.h"
+#include "train/worker_engine.h"
 
 using namespace lenet5;
 
@@ -188,6 +190,57 @@ TEST_P(BatchVariant, FusedUpdateWithTheDeltaBelowMatchesTheUnfusedSteps) {
         }
         EXPECT_LT(test::relative_error(params[0], params[1]), 1e-6) << "batch " << batch;
     }
+}
+
+// In a gradient exchange the engine reads each layer's gradients as soon as its backward has
+// produced them, on a side queue while the layers below go on. The sum is still each engine's own
+// gradients weighed and added in worker order, bit for bit: on the unfused plan (48 samples a
+// worker), the fused one (16: the update computes a weight gradient, so backward completes it
+// first), through the engine's own convolution kernels and through im2col. A read before its
+// layer's launches have run would find the NaNs the gradients start as.
+TEST_P(BatchVariant, AnExchangeReadsEachLayerAsItsBackwardEndsAndSumsExactly) {
+    const Network nets[] = {NetworkBuilder("fused", {1, 28, 28})
+                                .conv("C1", 4, 5, Activation::ReLU, {}, 1, 2)
+                                .pool("P1", LayerKind::MaxPool, 2)
+                                .fully_connected("F1", 132, Activation::Tanh)
+                                .fully_connected("output", 10, Activation::None)
+                                .build(),
+                            odd_network()};
+    const Dataset data = random_dataset(96, 12);
+    std::vector<int32_t> order(static_cast<size_t>(data.count));
+    std::iota(order.begin(), order.end(), 0);
+    for (const Network& net : nets)
+        for (conv::ConvAlgo algo : {conv::ConvAlgo::Own, conv::ConvAlgo::Im2col}) {
+            auto engine = [&]() -> std::unique_ptr<Engine> {
+                return std::make_unique<OpenCLBatchEngine>(
+                    net, memory_of(GetParam()), std::make_shared<DeviceRuntime>(select_opencl_device(-1)), algo);
+            };
+            auto start = [&](Engine& e) {
+                e.upload(Split::Train, data);
+                e.set_params(init_params(net, 3));
+                e.set_order(order);
+            };
+            auto alone = engine();
+            start(*alone);
+            for (int batch : {32, 96}) {
+                SCOPED_TRACE(net.name + ", " + conv::algo_name(algo) + ", batch " + std::to_string(batch));
+                std::vector<float> sum(net.param_count, 0.0f);
+                for (int first : {0, batch / 2}) {
+                    alone->forward(Split::Train, first, batch / 2);
+                    alone->backward();
+                    const std::vector<float> g = alone->gradients();
+                    for (size_t k = 0; k < sum.size(); ++k) sum[k] += 0.5f * g[k];
+                }
+                std::vector<std::unique_ptr<Engine>> two;
+                two.push_back(engine());
+                two.push_back(engine());
+                WorkerEngine workers(net, std::move(two), {1, 1}, batch);
+                start(workers);
+                workers.forward(Split::Train, 0, batch);
+                workers.backward();
+                EXPECT_EQ(workers.gradients(), sum);
+            }
+        }
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, BatchVariant, ::testing::Values("gpu", "gpu-constant", "gpu-local"),

@@ -24,9 +24,11 @@ class ExchangePort {
 public:
     virtual ~ExchangePort() = default;
 
-    // From now on backward() calls `listener` (an empty one stops it). Returns false where
-    // backward() never does (device engines): the exchange then fetches every layer once
-    // backward() has returned.
+    // From now on backward() calls `listener` (an empty one stops it): a host engine as it
+    // completes each layer; the batch-level OpenCL engine once each layer's bucket, read on a side
+    // queue as soon as the device has produced it, is in its mirror. Returns false where backward()
+    // never does (the per-sample OpenCL engine, whose one launch produces every layer's gradients):
+    // the exchange then fetches every layer once backward() has returned.
     virtual bool listen(BackwardListener listener) = 0;
 
     // The flat host view of `which` (param_count floats); the pointer stays valid for the

@@ -17,6 +17,11 @@ DeviceRuntime::DeviceRuntime(OpenCLDevice device) : device_(std::move(device)) {
     });
 }
 
+cl::CommandQueue& DeviceRuntime::side_queue() {
+    if (!side_queue_()) side_queue_ = cl::CommandQueue(context_, device_.device, CL_QUEUE_PROFILING_ENABLE);
+    return side_queue_;
+}
+
 const cl::Program& DeviceRuntime::program(const std::string& source, const std::string& options) {
     const std::lock_guard<std::mutex> lock(programs_mutex_);
     std::string key = options;

@@ -55,6 +55,10 @@ public:
     const cl::Device& cl_device() const { return device_.device; }
     const cl::Context& context() const { return context_; }
     cl::CommandQueue& queue() { return queue_; }
+    // A second in-order queue on the same device (with profiling), made on first use by the
+    // executor's own thread: copies there wait for an event of queue() while queue() runs on, e.g.
+    // a layer's gradients read while the backward of the layers below it goes on.
+    cl::CommandQueue& side_queue();
 
     // The device's limits that the executors plan with.
     size_t max_group() const { return max_group_; }  // work-group items along dimension 0
@@ -127,11 +131,17 @@ public:
     void finish() { queue_.finish(); }
     // Hands the commands enqueued so far to the device without waiting.
     void flush() { queue_.flush(); }
+    // A marker on queue(): its event completes once every command enqueued before it has run.
+    cl::Event marker() {
+        cl::Event event;
+        queue_.enqueueMarkerWithWaitList(nullptr, &event);
+        return event;
+    }
 
 private:
     OpenCLDevice device_;
     cl::Context context_;
-    cl::CommandQueue queue_;
+    cl::CommandQueue queue_, side_queue_;
     size_t max_group_ = 1, compute_units_ = 1, align_floats_ = 1;
     cl_ulong local_memory_ = 0;
     std::mutex programs_mutex_;                  // executors on several threads may share a runtime

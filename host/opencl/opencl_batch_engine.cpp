@@ -342,10 +342,11 @@ void OpenCLBatchEngine::plan_layer(size_t k, int count) {
     const size_t n = static_cast<size_t>(count), wg = wg_;
     const cl::NDRange group(wg, 1);
     std::vector<Launch> back;
+    size_t grads_done = 0;  // back's launches up to the last that writes the layer's gradients
     switch (l.kind) {
         case LayerKind::Conv: {
             if (const auto algo = conv_algo_for(k, count)) {
-                plan_conv(k, count, *algo, back);
+                grads_done = plan_conv(k, count, *algo, back);
                 break;
             }
             const int weights = as_int(l.weight_count);
@@ -383,6 +384,7 @@ void OpenCLBatchEngine::plan_layer(size_t k, int count) {
                                 rows_of(weights + OC, shares, wg), group, l.name + " conv_partials"});
             }
             back.push_back(sum_rows(partials_, as_int(shares), weights + OC, weights, w_off, b_off, l.name));
+            grads_done = back.size();
             if (!first)
                 back.push_back({kernel(program_, "conv_backward_data", X, D, Dp, d.weights, d.in_begin, d.in_conn, d.conn_out, IC,
                                        IH, IW, OC, OH, OW, K, S, P, in_act),
@@ -397,6 +399,7 @@ void OpenCLBatchEngine::plan_layer(size_t k, int count) {
                             rows_of(2 * OC, n, wg), group, l.name + " subsample_partials"});
             back.push_back({kernel(program_, "sum_rows", partials_, count, 2 * OC, OC, grads_, w_off, b_off),
                             cl::NDRange(round_up(2 * OC, wg)), cl::NDRange(wg), l.name + " sum_rows"});
+            grads_done = back.size();
             if (!first)
                 back.push_back({kernel(program_, "subsample_backward_data", X, D, Dp, d.weights, OC, IH, IW, OH, OW, K, in_act),
                                 rows_of(IH * IW, n * IC, wg), group, l.name + " subsample_backward_data"});
@@ -423,6 +426,7 @@ void OpenCLBatchEngine::plan_layer(size_t k, int count) {
                                 cl::NDRange(round_up(static_cast<size_t>(std::max(I, O)), 64),
                                             static_cast<size_t>(O + count)),
                                 cl::NDRange(64, 1), l.name + " head_backward"});
+                grads_done = back.size();
                 break;
             }
             if (d.constant_fc)
@@ -439,6 +443,7 @@ void OpenCLBatchEngine::plan_layer(size_t k, int count) {
             // plain launches, for when gradients() asks.
             const bool in_data = fused_data_ && static_cast<int>(k) == fused_;
             (in_data ? data_ : back).push_back(sum_rows(D, count, O, 0, 0, b_off, l.name));
+            grads_done = back.size();  // unless the layer is fused_ (its weight gradient deferred)
             if (!first) {
                 if (in_data)
                     gemm(data_, l.name + " gemm data", count, I, O, D, 0, O, 1, params_, w_off, I, 1, Dp, 0, I, 1,
@@ -455,6 +460,8 @@ void OpenCLBatchEngine::plan_layer(size_t k, int count) {
     }
     if (static_cast<int>(k) == fused_) below_count_ = backward_.size();
     backward_.insert(backward_.begin(), back.begin(), back.end());
+    for (auto& mark : grad_marks_) mark.first += back.size();  // where in backward_ the gradients are final
+    if (l.weight_count + l.bias_count > 0) grad_marks_.insert(grad_marks_.begin(), {grads_done, k});
 }
 
 std::optional<conv::ConvAlgo> OpenCLBatchEngine::conv_algo_for(size_t k, int count) const {
@@ -473,7 +480,7 @@ std::optional<conv::ConvAlgo> OpenCLBatchEngine::conv_algo_for(size_t k, int cou
 // Convolution k through host/conv/'s OpenCLConv, its launches recorded into the plan: the forward
 // (bias and activation fused), the weight and bias gradients into grads_, and the previous layer's
 // delta (the input gradient times that layer's activation derivative).
-void OpenCLBatchEngine::plan_conv(size_t k, int count, conv::ConvAlgo algo, std::vector<Launch>& back) {
+size_t OpenCLBatchEngine::plan_conv(size_t k, int count, conv::ConvAlgo algo, std::vector<Launch>& back) {
     const LayerSpec& l = net_.layers[k];
     const LayerData& d = layers_[k];
     if (!conv_) conv_ = std::make_unique<conv::OpenCLConv>(rt_);
@@ -487,11 +494,13 @@ void OpenCLBatchEngine::plan_conv(size_t k, int count, conv::ConvAlgo algo, std:
     conv_->forward(algo, s, acts_[k], d.weights, d.bias, acts_[k + 1], l.activation);
     conv_->record_launches(&bwd);
     conv_->backward_weights(algo, s, acts_[k], deltas_[k], d.grad_weights, d.grad_bias);
+    const size_t grads_done = back.size() + bwd.size();
     if (k > 0)
         conv_->backward_data(algo, s, deltas_[k], d.weights, deltas_[k - 1], net_.layers[k - 1].activation, acts_[k]);
     const std::string prefix = l.name + " " + conv::algo_name(algo) + " ";
     for (auto& x : fwd) forward_.push_back({x.kernel, x.global, x.local, prefix + x.name, x.call});
     for (auto& x : bwd) back.push_back({x.kernel, x.global, x.local, prefix + x.name, x.call});
+    return grads_done;
 }
 
 // Buffers (grown to `count` samples) and every launch of a step for batches of `count`. The
@@ -521,6 +530,7 @@ void OpenCLBatchEngine::plan(int count) {
     }
     forward_.clear();
     backward_.clear();
+    grad_marks_.clear();
     deferred_.clear();
     fused_update_.clear();
     data_.clear();
@@ -631,8 +641,29 @@ void OpenCLBatchEngine::forward(Split split, int first, int count) {
 void OpenCLBatchEngine::backward() {
     refuse_in_inference("backward()");
     if (!last_was_train_) throw Error("backward() needs a training forward() first");
-    cl_checked([&] { timeline_.run(Phase::Backward, backward_); });
-    pending_ = !deferred_.empty();
+    cl_checked([&] {
+        pending_ = !deferred_.empty();
+        if (!listening()) return timeline_.run(Phase::Backward, backward_);
+        if (pending_) {  // the fused plan: its gradients are complete once complete_backward() has run
+            timeline_.run(Phase::Backward, backward_);
+            complete_backward();
+            for (const auto& mark : grad_marks_) gradients_final(mark.second);
+        } else {  // in runs that each end with a layer's gradients, read while the next run goes on
+            std::vector<const Launch*> run;
+            size_t next = 0;
+            auto run_to = [&](size_t end) {
+                run.clear();
+                for (; next < end; ++next) run.push_back(&backward_[next]);
+                timeline_.run(Phase::Backward, run);
+            };
+            for (const auto& [done, layer] : grad_marks_) {
+                run_to(done);
+                gradients_final(layer);
+            }
+            run_to(backward_.size());
+        }
+        announce_gradients();
+    });
 }
 
 // What backward() left to the fused update, as plain launches: the fused layer's delta below and

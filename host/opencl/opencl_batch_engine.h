@@ -57,6 +57,7 @@ private:
     };
 
     void complete_gradients() override { complete_backward(); }
+    bool reads_gradients_in_backward() const override { return true; }
     void gradients_given() override { pending_ = false; }
     void params_replaced() override;
     void inputs_changed(Split split, bool slots_replaced) override;
@@ -66,7 +67,8 @@ private:
     void plan_layer(size_t k, int count);
     // The host/conv/ algorithm of convolution k at batch `count`, if it takes the layer; its launches.
     std::optional<conv::ConvAlgo> conv_algo_for(size_t k, int count) const;
-    void plan_conv(size_t k, int count, conv::ConvAlgo algo, std::vector<Launch>& back);
+    // Returns how many of its launches in `back` compute the layer's gradients (they come first).
+    size_t plan_conv(size_t k, int count, conv::ConvAlgo algo, std::vector<Launch>& back);
     void gemm(std::vector<Launch>& into, const std::string& name, int M, int N, int K, const cl::Buffer& A, int a_off,
               int a_m, int a_k, const cl::Buffer& B, int b_off, int b_k, int b_n, const cl::Buffer& C, int c_off,
               int c_m, int c_n, int mode, int act, const cl::Buffer& E, int e_off);
@@ -92,6 +94,9 @@ private:
     int capacity_ = 0, planned_ = 0, count_ = 0;
     bool last_was_train_ = false;
     std::vector<Launch> forward_, backward_, update_;  // for batches of planned_ samples
+    // Per layer with parameters, in backward_'s order: how many of backward_'s launches have run
+    // once its gradients are final, and the layer (unused by the fused plan: see below).
+    std::vector<std::pair<size_t, size_t>> grad_marks_;
     // The kernels that read the batch's inputs from the data set (arguments 0-2: the inputs, the
     // rows, first): gather_inputs, or a first convolution's fast kernels, which do it themselves.
     std::vector<cl::Kernel> input_readers_;

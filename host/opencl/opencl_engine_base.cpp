@@ -245,6 +245,34 @@ PinnedMirror& OpenCLEngineBase::mirror(FlatBuffer which) {
     return *m;
 }
 
+bool OpenCLEngineBase::listen(BackwardListener listener) {
+    if (!reads_gradients_in_backward()) return false;  // buckets come once backward() returns
+    listener_ = std::move(listener);
+    final_.clear();
+    return true;
+}
+
+void OpenCLEngineBase::gradients_final(size_t layer) {
+    if (!listening()) return;
+    PinnedMirror& m = mirror(FlatBuffer::Gradients);
+    auto& events = fetching_[static_cast<size_t>(FlatBuffer::Gradients)].at(layer);
+    events.clear();
+    const cl::Event produced = rt_->marker();
+    m.read(grads_, layer, events, &produced);
+    final_.push_back(layer);
+}
+
+void OpenCLEngineBase::announce_gradients() {
+    if (!listening()) return;
+    rt_->flush();
+    rt_->side_queue().flush();
+    for (size_t layer : final_) {
+        fetched(FlatBuffer::Gradients, layer);
+        listener_.ready(layer);
+    }
+    final_.clear();
+}
+
 float* OpenCLEngineBase::flat(FlatBuffer which) { return mirror(which).data(); }
 
 void OpenCLEngineBase::fetch(FlatBuffer which, size_t layer) {

@@ -26,7 +26,8 @@ enum class MemoryVariant {
 
 // In a gradient exchange it is its own ExchangePort (exchange_port.h): the gradients and the
 // parameters each have a pinned mirror, made on first use, that buckets are read into and written
-// from with non-blocking commands.
+// from with non-blocking commands; an engine whose backward() is a launch per layer reads each
+// layer's gradients on the runtime's side queue as soon as they are final (gradients_final).
 class OpenCLEngineBase : public Engine, private ExchangePort {
 public:
     OpenCLEngineBase(const OpenCLEngineBase&) = delete;  // it owns its device state
@@ -82,6 +83,19 @@ protected:
     // inputs_changed: upload() or set_order() replaced what a planned step reads; slots_replaced:
     // losses_, hits_ and identity_ are new buffers.
     virtual void inputs_changed(Split split, bool slots_replaced) = 0;
+    // reads_gradients_in_backward: backward() calls gradients_final() for every layer with
+    // parameters and then announce_gradients() (a gradient exchange reads each layer's bucket as
+    // soon as it is final); otherwise the exchange reads them all once backward() has returned.
+    virtual bool reads_gradients_in_backward() const { return false; }
+
+    // In a gradient exchange that listens (reads_gradients_in_backward): layer `layer`'s gradients
+    // are final in grads_ once the commands enqueued so far have run; its bucket is read into the
+    // pinned mirror on the side queue meanwhile, while the main queue goes on. Outside one, nothing.
+    void gradients_final(size_t layer);
+    bool listening() const { return static_cast<bool>(listener_.ready); }
+    // After the backward's last command: waits for each bucket gradients_final() started, in that
+    // order, and tells the exchange.
+    void announce_gradients();
 
     // The data set a forward(split, first, count) reads; throws Error for a batch outside it, or
     // data not uploaded or ordered yet.
@@ -129,7 +143,7 @@ protected:
 
 private:
     // ExchangePort: fetch and store move a bucket between the device buffer and its pinned mirror.
-    bool listen(BackwardListener) override { return false; }  // buckets come once backward() returns
+    bool listen(BackwardListener listener) override;
     float* flat(FlatBuffer which) override;
     void fetch(FlatBuffer which, size_t layer) override;
     void fetched(FlatBuffer which, size_t layer) override;
@@ -142,6 +156,8 @@ private:
     std::unique_ptr<PinnedMirror> mirrors_[2];            // [FlatBuffer]
     std::vector<std::vector<cl::Event>> fetching_[2];     // [FlatBuffer][layer]: its reads in flight
     std::vector<cl::Event> storing_;                      // the writes in flight
+    BackwardListener listener_;                           // listen()'s, while an exchange reads in backward()
+    std::vector<size_t> final_;                           // gradients_final()'s layers, in order
 };
 
 }  // namespace lenet5

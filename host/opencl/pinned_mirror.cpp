@@ -20,23 +20,28 @@ PinnedMirror::~PinnedMirror() {
     }
 }
 
-void PinnedMirror::read(const cl::Buffer& device, size_t layer, std::vector<cl::Event>& events) {
-    move(device, layer, /*to_host=*/true, events);
+void PinnedMirror::read(const cl::Buffer& device, size_t layer, std::vector<cl::Event>& events,
+                        const cl::Event* after) {
+    move(device, layer, /*to_host=*/true, events, after);
 }
 
 void PinnedMirror::write(const cl::Buffer& device, size_t layer, std::vector<cl::Event>& events) {
     move(device, layer, /*to_host=*/false, events);
 }
 
-void PinnedMirror::move(const cl::Buffer& device, size_t layer, bool to_host, std::vector<cl::Event>& events) {
+void PinnedMirror::move(const cl::Buffer& device, size_t layer, bool to_host, std::vector<cl::Event>& events,
+                        const cl::Event* after) {
+    const std::vector<cl::Event> wait = after ? std::vector<cl::Event>{*after} : std::vector<cl::Event>{};
+    cl::CommandQueue& queue = after ? rt_->side_queue() : rt_->queue();
     for (const DeviceLayout::Block& b : {layout_.weights(layer), layout_.bias(layer)}) {
         if (b.count == 0) continue;
         events.emplace_back();
         const size_t offset = b.device * sizeof(float), bytes = b.count * sizeof(float);
         if (to_host)
-            rt_->queue().enqueueReadBuffer(device, CL_FALSE, offset, bytes, host_ + b.host, nullptr, &events.back());
+            queue.enqueueReadBuffer(device, CL_FALSE, offset, bytes, host_ + b.host, after ? &wait : nullptr,
+                                    &events.back());
         else
-            rt_->queue().enqueueWriteBuffer(device, CL_FALSE, offset, bytes, host_ + b.host, nullptr, &events.back());
+            queue.enqueueWriteBuffer(device, CL_FALSE, offset, bytes, host_ + b.host, nullptr, &events.back());
     }
 }
 

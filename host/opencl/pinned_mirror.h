@@ -22,12 +22,14 @@ public:
 
     float* data() { return host_; }
     // Non-blocking: layer `layer`'s blocks of `device` into data(), or from data() into `device`;
-    // each command's event goes to `events`.
-    void read(const cl::Buffer& device, size_t layer, std::vector<cl::Event>& events);
+    // each command's event goes to `events`. after: a read on the runtime's side queue that waits
+    // for this event (instead of one in order on its main queue).
+    void read(const cl::Buffer& device, size_t layer, std::vector<cl::Event>& events, const cl::Event* after = nullptr);
     void write(const cl::Buffer& device, size_t layer, std::vector<cl::Event>& events);
 
 private:
-    void move(const cl::Buffer& device, size_t layer, bool to_host, std::vector<cl::Event>& events);
+    void move(const cl::Buffer& device, size_t layer, bool to_host, std::vector<cl::Event>& events,
+              const cl::Event* after = nullptr);
 
     std::shared_ptr<DeviceRuntime> rt_;
     const DeviceLayout& layout_;

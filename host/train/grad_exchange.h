@@ -4,14 +4,15 @@
 // It works per bucket, one layer's parameters (weights, then biases), in place in each engine's
 // flat host view (exchange_port.h): a host engine's own storage, a device engine's pinned
 // mirror. A bucket is started as soon as every local contributor has it (a host engine's
-// backward() announces each layer as it completes it, the last layer first; a device engine's
-// buckets are read once its backward() returns): its contributions are summed in worker order
-// into the first contributor's view, each weighed by its share of the batch, and that sum goes to
-// the other ranks (MPI_Iallreduce in place, or an MPI_Iallgather in bfloat16) while the backward
-// of the layers below goes on; without ranks, the same pass writes the sum into every engine's
+// backward() announces each layer as it completes it, the last layer first; the batch-level
+// OpenCL engine reads each layer's bucket while the device computes the layers below, and
+// announces it once read; the per-sample one's buckets are read once its backward() returns): its
+// contributions are summed in worker order into the first contributor's view, each weighed by
+// its share of the batch, and that sum goes to the other ranks (MPI_Iallreduce in place, or an
+// MPI_Iallgather in bfloat16) while the backward of the layers below goes on; without ranks, the same pass writes the sum into every engine's
 // view. finish() waits for the buckets in order (copies the ranks' result into every view) and
-// sends each back to its engine, once per bucket. The host passes over a large bucket run on every
-// core. The order of every sum is fixed, so a seed gives the same run twice.
+// sends each back to its engine, once per bucket. The host passes over a large bucket run on up
+// to 8 cores (for_blocks.h). The order of every sum is fixed, so a seed gives the same run twice.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
