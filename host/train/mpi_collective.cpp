@@ -7,13 +7,10 @@
 
 #include "common/error.h"
 #include "common/for_blocks.h"
+#include "train/mpi_check.h"
 
 namespace lenet5 {
 namespace {
-
-void check(int status, const char* what) {
-    if (status != MPI_SUCCESS) throw Error(std::string(what) + " failed");
-}
 
 int count_of(size_t n) {
     if (n > static_cast<size_t>(INT_MAX)) throw Error("a bucket of " + std::to_string(n) + " values is too large for MPI");
@@ -26,7 +23,7 @@ MpiCollective::MpiCollective(MPI_Comm comm, size_t sum_capacity) : comm_(comm) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
     MPI_Comm node;
-    check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+    mpi_check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
     int local = 0;
     MPI_Comm_size(node, &local);
     const char* shared = std::getenv("LENET5_MPI_SHARED");
@@ -49,13 +46,13 @@ int MpiCollective::start_sum(float* data, size_t n, float weight) {
             for (size_t k = b; k < e; ++k) data[k] = weight * data[k];
         });
     MPI_Request r;
-    check(MPI_Iallreduce(MPI_IN_PLACE, data, count_of(n), MPI_FLOAT, MPI_SUM, comm_, &r), "MPI_Iallreduce of the gradients");
+    mpi_check(MPI_Iallreduce(MPI_IN_PLACE, data, count_of(n), MPI_FLOAT, MPI_SUM, comm_, &r), "MPI_Iallreduce of the gradients");
     return started(r);
 }
 
 int MpiCollective::start_gather(const uint16_t* mine, uint16_t* all, size_t n) {
     MPI_Request r;
-    check(MPI_Iallgather(mine, count_of(n), MPI_UINT16_T, all, count_of(n), MPI_UINT16_T, comm_, &r),
+    mpi_check(MPI_Iallgather(mine, count_of(n), MPI_UINT16_T, all, count_of(n), MPI_UINT16_T, comm_, &r),
           "MPI_Iallgather of the bfloat16 gradients");
     return started(r);
 }
@@ -65,7 +62,7 @@ void MpiCollective::wait(int request) {
     if (shared.node)
         node_sum_->finish(shared.at, shared.data, shared.n);
     else
-        check(MPI_Wait(&requests_.at(static_cast<size_t>(request)), MPI_STATUS_IGNORE), "MPI_Wait for the gradients");
+        mpi_check(MPI_Wait(&requests_.at(static_cast<size_t>(request)), MPI_STATUS_IGNORE), "MPI_Wait for the gradients");
     if (++waited_ == requests_.size()) {  // every request was waited for: numbers start again
         requests_.clear();
         shared_.clear();
@@ -76,7 +73,7 @@ void MpiCollective::wait(int request) {
 void MpiCollective::progress() {
     int done = 0;
     if (!requests_.empty())
-        check(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done, MPI_STATUSES_IGNORE),
+        mpi_check(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done, MPI_STATUSES_IGNORE),
               "MPI_Testall on the gradients");
 }
 
@@ -84,7 +81,7 @@ void MpiCollective::progress() {
 Counters MpiCollective::sum(const Counters& c) {
     const double mine[3] = {c.loss_sum, static_cast<double>(c.correct), static_cast<double>(c.samples)};
     std::vector<double> all(3 * static_cast<size_t>(size_));
-    check(MPI_Allgather(mine, 3, MPI_DOUBLE, all.data(), 3, MPI_DOUBLE, comm_), "MPI_Allgather of the counters");
+    mpi_check(MPI_Allgather(mine, 3, MPI_DOUBLE, all.data(), 3, MPI_DOUBLE, comm_), "MPI_Allgather of the counters");
     Counters total;
     for (size_t r = 0; r < static_cast<size_t>(size_); ++r) {
         total.loss_sum += all[3 * r];
@@ -97,10 +94,10 @@ Counters MpiCollective::sum(const Counters& c) {
 std::vector<float> MpiCollective::gather(const std::vector<float>& mine) {
     int count = count_of(mine.size());
     std::vector<int> counts(static_cast<size_t>(size_)), offsets(static_cast<size_t>(size_), 0);
-    check(MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm_), "MPI_Allgather of the output sizes");
+    mpi_check(MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm_), "MPI_Allgather of the output sizes");
     for (size_t r = 1; r < counts.size(); ++r) offsets[r] = offsets[r - 1] + counts[r - 1];
     std::vector<float> all(static_cast<size_t>(offsets.back() + counts.back()));
-    check(MPI_Allgatherv(mine.data(), count, MPI_FLOAT, all.data(), counts.data(), offsets.data(), MPI_FLOAT, comm_),
+    mpi_check(MPI_Allgatherv(mine.data(), count, MPI_FLOAT, all.data(), counts.data(), offsets.data(), MPI_FLOAT, comm_),
           "MPI_Allgatherv of a layer's outputs");
     return all;
 }

@@ -6,27 +6,24 @@
 
 #include "common/error.h"
 #include "common/for_blocks.h"
+#include "train/mpi_check.h"
 
 namespace lenet5 {
 namespace {
-
-void check(int status, const char* what) {
-    if (status != MPI_SUCCESS) throw Error(std::string(what) + " failed");
-}
 
 constexpr size_t kLine = 16;  // floats per cache line: slices start on one, so no two ranks write a line
 
 }  // namespace
 
 NodeSum::NodeSum(MPI_Comm node, size_t capacity) : capacity_(capacity) {
-    check(MPI_Comm_dup(node, &node_), "MPI_Comm_dup of the machine's ranks");
+    mpi_check(MPI_Comm_dup(node, &node_), "MPI_Comm_dup of the machine's ranks");
     MPI_Comm_rank(node_, &rank_);
     MPI_Comm_size(node_, &size_);
     MPI_Info info;
     MPI_Info_create(&info);
     MPI_Info_set(info, "alloc_shared_noncontig", "true");  // each part in its rank's own memory
     float* mine = nullptr;
-    check(MPI_Win_allocate_shared(static_cast<MPI_Aint>(capacity * sizeof(float)), sizeof(float), info, node_, &mine,
+    mpi_check(MPI_Win_allocate_shared(static_cast<MPI_Aint>(capacity * sizeof(float)), sizeof(float), info, node_, &mine,
                                   &window_),
           "MPI_Win_allocate_shared for the gradient sums");
     MPI_Info_free(&info);
@@ -34,10 +31,10 @@ NodeSum::NodeSum(MPI_Comm node, size_t capacity) : capacity_(capacity) {
         MPI_Aint bytes = 0;
         int unit = 0;
         float* part = nullptr;
-        check(MPI_Win_shared_query(window_, r, &bytes, &unit, &part), "MPI_Win_shared_query");
+        mpi_check(MPI_Win_shared_query(window_, r, &bytes, &unit, &part), "MPI_Win_shared_query");
         parts_.push_back(part);
     }
-    check(MPI_Win_lock_all(MPI_MODE_NOCHECK, window_), "MPI_Win_lock_all");
+    mpi_check(MPI_Win_lock_all(MPI_MODE_NOCHECK, window_), "MPI_Win_lock_all");
 }
 
 NodeSum::~NodeSum() {
@@ -51,7 +48,7 @@ NodeSum::~NodeSum() {
 
 void NodeSum::sync() {
     MPI_Win_sync(window_);
-    check(MPI_Barrier(node_), "MPI_Barrier of the machine's ranks");
+    mpi_check(MPI_Barrier(node_), "MPI_Barrier of the machine's ranks");
     MPI_Win_sync(window_);
 }
 
