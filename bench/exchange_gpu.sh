@@ -5,10 +5,7 @@
 # registers NVIDIA's OpenCL, times the pinned transfers of each bucket (CNN, LeNet-5), and trains
 # the CNN (batch 1024) and LeNet-5 (batch 64) for 3 epochs on one GPU, on two with measured
 # shares, and on two with an even split.
-cd "${1:?usage: bench/exchange_gpu.sh BUNDLE_DIR}"
-export LD_LIBRARY_PATH=$PWD/lib
-mkdir -p /etc/OpenCL/vendors
-[ -f /etc/OpenCL/vendors/nvidia.icd ] || echo libnvidia-opencl.so.1 > /etc/OpenCL/vendors/nvidia.icd
+source "$(dirname "$(realpath "$0")")/bundle_env.sh" "${1:?usage: bench/exchange_gpu.sh BUNDLE_DIR}"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 ./lenet5 devices
 read -r a b < <(./lenet5 devices | grep -i nvidia | cut -d: -f1 | head -2 | paste -sd' ')

@@ -10,10 +10,7 @@
 set -uo pipefail
 bundle=$(realpath "${1:?usage: bench/exchange_overlap_gpu.sh BUNDLE_DIR OLD_DIR}")
 old=$(realpath "${2:?old build folder}")
-cd "$bundle"
-export LD_LIBRARY_PATH=$PWD/lib
-mkdir -p /etc/OpenCL/vendors
-[ -f /etc/OpenCL/vendors/nvidia.icd ] || echo libnvidia-opencl.so.1 > /etc/OpenCL/vendors/nvidia.icd
+source "$(dirname "$(realpath "$0")")/bundle_env.sh" "$bundle"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 cores=$(nproc)
 mapfile -t gpus < <(./lenet5 devices | grep -i nvidia | cut -d: -f1 | head -2)

@@ -9,10 +9,7 @@
 #   bench/exchange_scaling_gpu.sh BUNDLE_DIR [MAX_GPUS]     (default: every NVIDIA GPU listed)
 # Prints each run's epoch rows and a summary line: median wall ms of epochs 2-3 (over REPEATS runs of
 # each, default 1), final test accuracy.
-cd "${1:?usage: bench/exchange_scaling_gpu.sh BUNDLE_DIR [MAX_GPUS]}"
-export LD_LIBRARY_PATH=$PWD/lib
-mkdir -p /etc/OpenCL/vendors
-[ -f /etc/OpenCL/vendors/nvidia.icd ] || echo libnvidia-opencl.so.1 > /etc/OpenCL/vendors/nvidia.icd
+source "$(dirname "$(realpath "$0")")/bundle_env.sh" "${1:?usage: bench/exchange_scaling_gpu.sh BUNDLE_DIR [MAX_GPUS]}"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 cores=$(nproc)
 echo "CPUs: $cores"

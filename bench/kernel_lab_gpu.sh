@@ -6,10 +6,7 @@
 # syntax error gives the compiler's log with file:line (exit 1); training from the dump gives the
 # embedded kernels' checkpoint byte for byte. Prints each step's last lines and a verdict.
 bench=$(dirname "$(realpath "$0")")
-cd "${1:?usage: bench/kernel_lab_gpu.sh BUNDLE_DIR}" || exit 1
-export LD_LIBRARY_PATH=$PWD/lib
-mkdir -p /etc/OpenCL/vendors
-[ -f /etc/OpenCL/vendors/nvidia.icd ] || echo libnvidia-opencl.so.1 > /etc/OpenCL/vendors/nvidia.icd
+source "$bench/bundle_env.sh" "${1:?usage: bench/kernel_lab_gpu.sh BUNDLE_DIR}"
 dev=$("$bench/gpu_device.sh" ./lenet5) || exit 1
 echo "device $dev: $(./lenet5 devices | grep "^$dev:")"
 L=$(mktemp -d)

@@ -13,10 +13,7 @@
 set -uo pipefail
 bundle=${1:?usage: bench/mlp_persistent_gpu.sh BUNDLE_DIR [GROUPS...]}; shift
 bench=$(dirname "$(realpath "$0")")
-cd "$bundle" || exit 1
-export LD_LIBRARY_PATH=$PWD/lib
-mkdir -p /etc/OpenCL/vendors
-[ -f /etc/OpenCL/vendors/nvidia.icd ] || echo libnvidia-opencl.so.1 > /etc/OpenCL/vendors/nvidia.icd
+source "$bench/bundle_env.sh" "$bundle"
 dev=$("$bench/gpu_device.sh" ./lenet5) || exit 1
 echo "device $dev: $(./lenet5 devices | grep "^$dev:")"
 tmp=$(mktemp -d)

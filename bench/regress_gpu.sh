@@ -6,10 +6,7 @@
 # Prints, per build and run, the median wall ms of epochs 2-3 and the test accuracy after 3.
 bundle=${1:?usage: bench/regress_gpu.sh BUNDLE_DIR OLD_BINARY}; old=$(realpath "${2:?old binary}")
 bench=$(dirname "$(realpath "$0")")
-cd "$bundle" || exit 1
-export LD_LIBRARY_PATH=$PWD/lib
-mkdir -p /etc/OpenCL/vendors
-[ -f /etc/OpenCL/vendors/nvidia.icd ] || echo libnvidia-opencl.so.1 > /etc/OpenCL/vendors/nvidia.icd
+source "$bench/bundle_env.sh" "$bundle"
 dev=$("$bench/gpu_device.sh" ./lenet5) || exit 1
 echo "device $dev: $(./lenet5 devices | grep "^$dev:")"
 for round in 1 2; do
