@@ -210,9 +210,10 @@ struct SimdLayers {
     // dLoss/d(pre-activation) from dLoss/d(out), in terms of the output as the reference
     // writes it (same roundings): d (1 - out^2) for tanh, d (out (1 - out)) for sigmoid,
     // d where out > 0 (else 0) for ReLU.
-    static F activation_grad(const LayerSpec& l, F d, F out) {
+    static F activation_grad(const LayerSpec& l, F d, F out) { return activation_grad(l.activation, d, out); }
+    static F activation_grad(Activation a, F d, F out) {
         const F one = V::set1(1.0f);
-        switch (l.activation) {
+        switch (a) {
             case Activation::Tanh: return V::mul(d, V::fnma(out, out, one));
             case Activation::Sigmoid: return V::mul(d, V::mul(out, V::fnma(out, one, one)));
             case Activation::ReLU: return V::select(V::greater(out, V::zero()), d, V::zero());
@@ -417,19 +418,30 @@ struct SimdLayers {
         float* gW = grads + l.weight_offset;
 
         // 1. The wide gradient before the activation, zero off the grid, and the bias gradient.
+        // (The activation in a local: the stores below may alias l, which would be read again
+        // and switched on at every vector.)
+        const Activation act = l.activation;
         for (int o = 0; o < l.out.c; ++o) {
             float* d = dwide_all + o * stride;
             zero(d, stride);
             d += front;
             F bsum = V::zero();
-            for (int y = 0; y < OH; ++y)
-                for (int x0 = 0; x0 < OW; x0 += N) {
-                    const int at = (o * OH + y) * OW + x0, n = OW - x0;
-                    const F dv = activation_grad(l, load_n(dout + at, n), load_n(out + at, n));
+            for (int y = 0; y < OH; ++y) {
+                const float* g = dout + (o * OH + y) * OW;
+                const float* v = out + (o * OH + y) * OW;
+                float* w = d + y * IW;
+                int x0 = 0;
+                for (; x0 + N <= OW; x0 += N) {
+                    const F dv = activation_grad(act, V::load(g + x0), V::load(v + x0));
                     bsum = V::add(bsum, dv);
-                    // Lanes past OW are 0; a spill into the next row is rewritten by that row.
-                    V::store(d + y * IW + x0, dv);
+                    V::store(w + x0, dv);
                 }
+                if (x0 < OW) {  // lanes past OW are 0; a spill into the next row is rewritten by that row
+                    const F dv = activation_grad(act, load_n(g + x0, OW - x0), load_n(v + x0, OW - x0));
+                    bsum = V::add(bsum, dv);
+                    V::store(w + x0, dv);
+                }
+            }
             grads[l.bias_offset + o] += V::sum(bsum);
         }
 
