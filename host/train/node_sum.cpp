@@ -13,7 +13,6 @@ namespace lenet5 {
 namespace {
 
 constexpr size_t kLine = 16;  // floats per cache line: slices start on one, so no two ranks write a line
-constexpr size_t kGroupFloats = size_t(1) << 18;  // sums summed together up to this many floats (1 MB)
 
 }  // namespace
 
@@ -94,17 +93,13 @@ void NodeSum::sum_slice(size_t at, size_t n) {
 }
 
 void NodeSum::finish(size_t at, float* data, size_t n) {
-    const auto it = std::find_if(unsummed_.begin(), unsummed_.end(), [&](const auto& s) { return s.first == at; });
-    if (it != unsummed_.end()) {
-        // This sum with the small ones started after it, under one pair of barriers (a barrier
-        // costs tens of microseconds where the ranks share a few busy cores); a large one alone,
-        // so that its engine's write-back overlaps the next one's sum.
-        auto end = it + 1;
-        for (size_t floats = it->second; end != unsummed_.end() && floats + end->second <= kGroupFloats; ++end)
-            floats += end->second;
+    const auto unsummed = [&](const std::pair<size_t, size_t>& s) { return s.first == at; };
+    if (std::any_of(unsummed_.begin(), unsummed_.end(), unsummed)) {
+        // Every sum started so far at once: two barriers for all of a step's buckets, not two each
+        // (a barrier costs tens of microseconds where the ranks share a few busy cores).
         sync();  // every rank's values in
-        for (auto s = it; s != end; ++s) sum_slice(s->first, s->second);
-        unsummed_.erase(it, end);
+        for (const auto& [a, count] : unsummed_) sum_slice(a, count);
+        unsummed_.clear();
         sync();  // every slice summed
     }
     for (int r = 0; r < size_; ++r) {

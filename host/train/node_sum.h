@@ -26,8 +26,8 @@ public:
     // went, for finish(). Every rank starts the same sums in the same order.
     size_t start(const float* data, size_t n, float weight);
     // Waits for every rank's values of the sum started at `at` and writes the whole sum into
-    // data[0..n). Finishing the first of several small sums (up to 1 MB together) sums this rank's
-    // slice of them all, so that they take two barriers together, not two each.
+    // data[0..n). The first finish() of the sums started so far sums this rank's slice of each of
+    // them, so a step's buckets take two barriers together.
     void finish(size_t at, float* data, size_t n);
 
 private:
