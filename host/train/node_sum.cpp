@@ -1,6 +1,5 @@
 #include "train/node_sum.h"
 
-#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -76,11 +75,11 @@ size_t NodeSum::start(const float* data, size_t n, float weight) {
     });
     used_ += n;
     ++in_flight_;
-    unsummed_.push_back({at, n});
     return at;
 }
 
-void NodeSum::sum_slice(size_t at, size_t n) {
+void NodeSum::finish(size_t at, float* data, size_t n) {
+    sync();  // every rank's values in
     const size_t lo = slice_begin(n, rank_), hi = slice_begin(n, rank_ + 1);
     float* sum = parts_[static_cast<size_t>(rank_)] + at + lo;
     for_blocks(hi - lo, [&](size_t b, size_t e) {
@@ -90,18 +89,7 @@ void NodeSum::sum_slice(size_t at, size_t n) {
             sum[k] = x;
         }
     });
-}
-
-void NodeSum::finish(size_t at, float* data, size_t n) {
-    const auto unsummed = [&](const std::pair<size_t, size_t>& s) { return s.first == at; };
-    if (std::any_of(unsummed_.begin(), unsummed_.end(), unsummed)) {
-        // Every sum started so far at once: two barriers for all of a step's buckets, not two each
-        // (a barrier costs tens of microseconds where the ranks share a few busy cores).
-        sync();  // every rank's values in
-        for (const auto& [a, count] : unsummed_) sum_slice(a, count);
-        unsummed_.clear();
-        sync();  // every slice summed
-    }
+    sync();  // every slice summed
     for (int r = 0; r < size_; ++r) {
         const size_t b0 = slice_begin(n, r), e0 = slice_begin(n, r + 1);
         const float* from = parts_[static_cast<size_t>(r)] + at + b0;
