@@ -127,8 +127,11 @@ public:
         if (events) events->push_back(event);
     }
 
-    // Waits until the device has run every command enqueued so far.
-    void finish() { queue_.finish(); }
+    // Waits until the device has run every command enqueued so far, on both queues.
+    void finish() {
+        queue_.finish();
+        if (side_queue_()) side_queue_.finish();
+    }
     // Hands the commands enqueued so far to the device without waiting.
     void flush() { queue_.flush(); }
     // A marker on queue(): its event completes once every command enqueued before it has run.

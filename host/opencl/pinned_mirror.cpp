@@ -14,6 +14,7 @@ PinnedMirror::PinnedMirror(std::shared_ptr<DeviceRuntime> runtime, const Network
 
 PinnedMirror::~PinnedMirror() {
     try {
+        rt_->finish();  // no read or write left in flight (a backward that failed may leave some)
         rt_->queue().enqueueUnmapMemObject(pinned_, host_);
         rt_->finish();
     } catch (...) {  // a destructor must not throw; the context goes with the runtime anyway
