@@ -186,21 +186,16 @@ struct SimdLayers {
     static void activate(const LayerSpec& l, float* x, int n) {
         constexpr int R = 4;
         int k = 0;
+        auto in_fours = [&](auto fn) {
+            for (; k + R * N <= n; k += R * N) {
+                F v[R];
+                LENET5_UNROLL for (int r = 0; r < R; ++r) v[r] = fn(V::load(x + k + r * N));
+                LENET5_UNROLL for (int r = 0; r < R; ++r) V::store(x + k + r * N, v[r]);
+            }
+        };
         switch (l.activation) {
-            case Activation::Tanh:
-                for (; k + R * N <= n; k += R * N) {
-                    F v[R];
-                    LENET5_UNROLL for (int r = 0; r < R; ++r) v[r] = tanh(V::load(x + k + r * N));
-                    LENET5_UNROLL for (int r = 0; r < R; ++r) V::store(x + k + r * N, v[r]);
-                }
-                break;
-            case Activation::Sigmoid:
-                for (; k + R * N <= n; k += R * N) {
-                    F v[R];
-                    LENET5_UNROLL for (int r = 0; r < R; ++r) v[r] = sigmoid(V::load(x + k + r * N));
-                    LENET5_UNROLL for (int r = 0; r < R; ++r) V::store(x + k + r * N, v[r]);
-                }
-                break;
+            case Activation::Tanh: in_fours([](F v) { return tanh(v); }); break;
+            case Activation::Sigmoid: in_fours([](F v) { return sigmoid(v); }); break;
             case Activation::ReLU: break;  // one max: nothing to overlap
             case Activation::None: return;
         }
