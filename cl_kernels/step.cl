@@ -126,24 +126,53 @@ inline float fc_bias_gradient(__global const float* deltas, int count, int o, in
     return g;
 }
 
-// Every parameter's gradient (zero in the layout's padding), overwritten. Item lid of a group is
-// lane lid / GRAD_PARAMS of parameter group * GRAD_PARAMS + lid % GRAD_PARAMS (neighbouring items,
-// neighbouring parameters); the lanes' sums meet in `sums` (gpu-local: __local; otherwise this
-// group's slice of sums_buffer).
-// NDRange (ceil(PARAM_FLOATS / GRAD_PARAMS) * GRAD_PARAMS * GRAD_LANES), work-group GRAD_PARAMS * GRAD_LANES.
-__kernel __attribute__((reqd_work_group_size(GRAD_PARAMS * GRAD_LANES, 1, 1))) void gradients(
-    __global const float* acts, __global const float* deltas, __global const float* partials, int count,
-    __global float* grads SUMS_ARG) {
+// Parameter p's gradient over the batch, for the lane-0 item (the others' result is a part sum):
+// item lid of a group is lane lid / GRAD_PARAMS of parameter group * GRAD_PARAMS + lid % GRAD_PARAMS
+// (neighbouring items, neighbouring parameters); the lanes' sums meet in `sums` (gpu-local: __local;
+// otherwise this group's slice of sums_buffer) and lane 0 adds them in order.
+inline float batch_gradient(__global const float* acts, __global const float* deltas,
+                            __global const float* partials, int count, SCRATCH float* sums) {
     const int lid = (int)get_local_id(0), q = lid % GRAD_PARAMS, lane = lid / GRAD_PARAMS;
     const int p = (int)get_group_id(0) * GRAD_PARAMS + q;
-    SUMS_AREA;
     float g = 0.0f;
     NETWORK_GRADIENTS
     sums[lid] = g;
     SYNC();
-    if (lane > 0 || p >= PARAM_FLOATS) return;
+    if (lane > 0) return g;
     for (int l = 1; l < GRAD_LANES; ++l) g += sums[l * GRAD_PARAMS + q];
+    return g;
+}
+
+// The parameter an item's batch_gradient is for, or -1 for the items that only add a part.
+inline int gradient_parameter(void) {
+    const int lid = (int)get_local_id(0), p = (int)get_group_id(0) * GRAD_PARAMS + lid % GRAD_PARAMS;
+    return lid < GRAD_PARAMS && p < PARAM_FLOATS ? p : -1;
+}
+
+// Every parameter's gradient (zero in the layout's padding), overwritten.
+// NDRange (ceil(PARAM_FLOATS / GRAD_PARAMS) * GRAD_PARAMS * GRAD_LANES), work-group GRAD_PARAMS * GRAD_LANES.
+__kernel __attribute__((reqd_work_group_size(GRAD_PARAMS * GRAD_LANES, 1, 1))) void gradients(
+    __global const float* acts, __global const float* deltas, __global const float* partials, int count,
+    __global float* grads SUMS_ARG) {
+    SUMS_AREA;
+    const float g = batch_gradient(acts, deltas, partials, count, sums);
+    const int p = gradient_parameter();
+    if (p >= 0) grads[p] = g;
+}
+
+// The gradients kernel, then the update from the gradient in a register (sgd_momentum's
+// arithmetic): a batch's gradients and update in one launch, with the same results.
+// NDRange and work-group as gradients.
+__kernel __attribute__((reqd_work_group_size(GRAD_PARAMS * GRAD_LANES, 1, 1))) void gradients_update(
+    __global const float* acts, __global const float* deltas, __global const float* partials, int count,
+    __global float* grads, __global float* params, __global float* velocity, float lr, float momentum,
+    float weight_decay SUMS_ARG) {
+    SUMS_AREA;
+    const float g = batch_gradient(acts, deltas, partials, count, sums);
+    const int p = gradient_parameter();
+    if (p < 0) return;
     grads[p] = g;
+    sgd_step(params, velocity, p, g, lr, momentum, weight_decay);
 }
 
 // Batch 1: a parameter's gradient is its one sample's term, so one item per parameter computes it.

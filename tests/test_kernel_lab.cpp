@@ -276,7 +276,7 @@ TEST(KernelLab, KernelsListsEachLaunchWithItsFileLineAndKnobs) {
             EXPECT_NE(text.find(function), std::string::npos) << line << " -> " << text;
             ++listed;
         }
-        EXPECT_GE(listed, 4) << r.out;
+        EXPECT_GE(listed, 2) << r.out;  // LeNet-5's fused step: step_samples, gradients_update
     }
 }
 

@@ -68,19 +68,64 @@ TEST_P(OpenCLVariant, KernelProfileTimesEveryLaunchOfAStep) {
         engine->backward();
         engine->update(0.05f, 0.9f, 5e-4f);
     }
+    // A step is two launches: forward and backward over the samples, then the gradients added up
+    // as the update applies them.
     const auto kernels = engine->take_kernel_times();
-    // Every kernel of a step once per step: forward and backward over the samples, the gradients
-    // added up, the update.
-    ASSERT_EQ(kernels.size(), 4u);
+    ASSERT_EQ(kernels.size(), 2u);
     for (const auto& k : kernels) {
         EXPECT_EQ(k.launches, 2) << k.name;
         EXPECT_GT(k.ms, 0.0) << k.name;
     }
-    EXPECT_EQ(kernels[0].name, "forward_samples");
-    EXPECT_EQ(kernels[1].name, "backward_samples");
-    EXPECT_EQ(kernels[2].name, "gradients");
-    EXPECT_EQ(kernels[3].name, "sgd_momentum");
+    EXPECT_EQ(kernels[0].name, "step_samples");
+    EXPECT_EQ(kernels[1].name, "gradients_update");
+    // The first step after the times are taken is a probe: each phase's kernels apart, once.
+    engine->take_times();
+    engine->forward(Split::Train, 0, 8);
+    engine->backward();
+    engine->update(0.05f, 0.9f, 5e-4f);
+    const auto probe = engine->take_kernel_times();
+    ASSERT_EQ(probe.size(), 4u);
+    for (const auto& k : probe) EXPECT_EQ(k.launches, 1) << k.name;
+    EXPECT_EQ(probe[0].name, "forward_samples");
+    EXPECT_EQ(probe[1].name, "backward_samples");
+    EXPECT_EQ(probe[2].name, "gradients");
+    EXPECT_EQ(probe[3].name, "sgd_momentum");
     EXPECT_TRUE(engine->take_kernel_times().empty());
+}
+
+// A step at batch 8 as two fused launches (step_samples, gradients_update) gives the parameters
+// that the four unfused launches give, bit for bit: when the gradients are read before the update
+// (the gradients kernel, then sgd_momentum), when a test forward comes between backward and update,
+// and on the probe (the first step after take_times()).
+TEST_P(OpenCLVariant, FusedBatchStepsGiveTheUnfusedParameters) {
+    const Network net = lenet5_network();
+    const std::vector<float> start = init_params(net, 6);
+    auto engine = opencl_engine(GetParam());
+    test::record_step(*engine, net, random_dataset(32, 3), 8, 1);
+    auto steps = [&](int way) {
+        engine->set_params(start);
+        Rng rng(5);
+        engine->set_order(shuffled_order(32, rng));
+        engine->profile_kernels();
+        engine->take_kernel_times();
+        for (int first = 0; first < 32; first += 8) {
+            engine->forward(Split::Train, first, 8);
+            engine->backward();
+            if (way == 1) engine->gradients();
+            if (way == 2) engine->forward(Split::Test, 0, 4);
+            engine->update(0.05f, 0.9f, 5e-4f);
+        }
+        return engine->params();
+    };
+    engine->take_times();  // the next step is a probe
+    const std::vector<float> fused = steps(0);
+    const auto kernels = engine->take_kernel_times();
+    ASSERT_EQ(kernels.size(), 6u);
+    EXPECT_EQ(kernels[4].name, "step_samples");
+    EXPECT_EQ(kernels[4].launches, 3);  // the probe ran the other four once
+    EXPECT_EQ(kernels[5].name, "gradients_update");
+    EXPECT_EQ(steps(1), fused);
+    EXPECT_EQ(steps(2), fused);
 }
 
 // Seed 004's MLP: fully connected from the input, sigmoid on both layers, the squared error.

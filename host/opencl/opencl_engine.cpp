@@ -175,9 +175,15 @@ void OpenCLEngine::plan_batch(int capacity) {
                   false,
                   (layout_.size() + grad_params_ - 1) / grad_params_ * wg_,
                   3};
+    // A fused step's gradients and update; the learning rate, momentum and weight decay are set by update().
+    gradients_update_ = {{kernel(program_, "gradients_update", acts_, deltas_, partials_, 0, grads_, params_, velocity_,
+                                 0.0f, 0.0f, 0.0f),
+                          {}, {}, "gradients_update"},
+                         false, gradients_.items, 3};
     if (!local) {
         sums_ = rt_->buffer(gradients_.items * sizeof(float));
         gradients_.run.kernel.setArg(5, sums_);
+        gradients_update_.run.kernel.setArg(10, sums_);
     }
     // A probe's gradients at batch 1 (gradients_sgd's, without the update).
     gradients_one_ = {{kernel(program_, "gradients_one", acts_, deltas_, partials_, grads_), {}, {}, "gradients_one"},
@@ -298,9 +304,9 @@ void OpenCLEngine::forward(Split split, int first, int count) {
         }
         if (cursor_ + count > slots_) collect_counters();
         const bool batch1 = train && count == 1;
-        // A batch-1 training step runs fused, except a probe, which runs as a batch of one.
-        const bool probe = timeline_.start_step(batch1, batch1);
-        fused_step_ = batch1 && !probe;
+        // A training step runs fused, except a probe, which runs phase by phase (at batch 1: as a batch of one).
+        const bool probe = timeline_.start_step(batch1, train);
+        fused_step_ = train && !probe;
         // The next step of the recorded run joins it; anything else runs after it.
         joined_ = fused_step_ && sample_.spread && run_count_ > 0 && first == run_first_ + run_count_ &&
                   cursor_ == run_cursor_ + run_count_;
@@ -375,7 +381,7 @@ void OpenCLEngine::compute_pending_gradients() {
     finish_tail();
     if (!gradients_pending_) return;
     gradients_pending_ = false;
-    timeline_.run(Phase::Backward, {sized(gradients_, 1)});
+    timeline_.run(Phase::Backward, {sized(gradients_, count_)});
 }
 
 // A spread batch-1 step's tail (after first_forward), in one group, when something needs it before
@@ -421,8 +427,12 @@ void OpenCLEngine::update(float lr, float momentum, float weight_decay) {
         } else {
             prepared_first_ = -1;
         }
-        Launch& launch = fused ? step_update_ : gradients_pending_ ? gradients_sgd_ : update_;
-        const cl_uint at = fused ? 14 : gradients_pending_ ? 6 : 4;  // where lr, momentum and weight decay go
+        Launch& launch = fused                ? step_update_
+                         : !gradients_pending_ ? update_
+                         : count_ == 1         ? gradients_sgd_
+                                               : gradients_update_;
+        // Where lr, momentum and weight decay go.
+        const cl_uint at = fused ? 14 : &launch == &update_ ? 4 : &launch == &gradients_sgd_ ? 6 : 7;
         if (!fused || rates != step_update_rates_) {  // step_update keeps them from step to step
             launch.run.kernel.setArg(at, lr);
             launch.run.kernel.setArg(at + 1, momentum);
@@ -430,7 +440,7 @@ void OpenCLEngine::update(float lr, float momentum, float weight_decay) {
             if (fused) step_update_rates_ = rates;
         }
         gradients_pending_ = false;
-        timeline_.run(&launch == &update_ ? Phase::Update : Phase::Fused, {sized(launch, 0)});
+        timeline_.run(&launch == &update_ ? Phase::Update : Phase::Fused, {sized(launch, count_)});
         rt_->flush();  // hand the step to the device now, without waiting for it
     });
 }

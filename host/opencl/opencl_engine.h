@@ -1,18 +1,18 @@
 // The engine of the OpenCL variants. Everything stays on the device: both data sets
 // (converted once), the parameters, gradients, momentum and activations. A training step is
-// four kernel launches (cl_kernels/step.cl): forward and backward each run one work-group per
-// sample through every layer of the network (the layers' calls are written by
-// opencl_program.cpp); then one launch adds the samples' contributions up into the gradients,
-// and one updates the parameters. Per epoch only the order goes up and the per-sample losses
-// and hits come back.
+// two kernel launches (cl_kernels/step.cl): forward(Train) runs one work-group per sample through
+// every layer of the network and back (step_samples; the layers' calls are written by
+// opencl_program.cpp), and update() adds the samples' contributions up into the gradients as it
+// applies them (gradients_update; gradients_sgd at batch 1, seed 004's recipe), unless something
+// needs the gradients first (gradients(), the next forward, an exchange), which then get them from
+// the gradients kernel and update() from sgd_momentum. The results are the same. Per epoch only
+// the order goes up and the per-sample losses and hits come back.
 //
-// At batch 1 (seed 004's recipe) the launches cost more than the work, so a step is two:
-// forward(Train) runs the backward too (step_samples), and update() computes the gradients as it
-// applies them (gradients_sgd), unless something needs them first (gradients(), the next
-// forward). The results are the same. The launches of one batch-1 step in kTimeEvery carry events
-// (they cost host time per launch), and take_times scales them up to all the steps. Such fused
-// launches count as Phase::Fused: one batch-1 step in FusedSteps::kProbeEvery runs as a batch of
-// one instead (a probe, each phase timed), and their time is split in the probes' proportions.
+// Fused launches count as Phase::Fused: one step in FusedSteps::kProbeEvery (the first of each
+// epoch) runs phase by phase instead (a probe: forward_samples, then backward_samples and
+// gradients, then sgd_momentum, each phase timed; at batch 1 as a batch of one), and the fused
+// time is split in the probes' proportions. The launches of one batch-1 step in kTimeEvery carry
+// events (they cost host time per launch), and take_times scales them up to all the steps.
 //
 // A network that starts fully connected (the MLP) would spend a batch-1 step in one work-group
 // reading the first layer's weights, so its step is spread: forward(Train) computes the first
@@ -110,10 +110,12 @@ private:
 
     cl::Buffer run_params_;  // the pairs' parameters: a sub-buffer of params_ (__constant for gpu-constant)
     Launch forward_, backward_, gradients_, update_;
-    Launch step_, gradients_sgd_;  // batch 1: forward + backward, and gradients + update
+    Launch step_;                  // a fused step's forward + backward
+    Launch gradients_sgd_;         // batch 1: gradients + update
+    Launch gradients_update_;      // larger batches: gradients + update
     Launch gradients_one_;         // batch 1: the gradients alone (a probe's)
-    bool fused_step_ = false;  // the last forward() began a fused batch-1 step (not a probe)
-    bool gradients_pending_ = false;  // a batch-1 backward() left its gradients to update()
+    bool fused_step_ = false;  // the last forward() began a fused training step (not a probe)
+    bool gradients_pending_ = false;  // a fused step's backward() left its gradients to update()
     // Batch 1 of a network that starts fully connected (sample_.spread): first_forward over many
     // groups, then the tail (the other layers, the loss and the deltas) either fused into the
     // update (step_update, when the tail's parameters are few: fuse_tail_) or in one group
