@@ -31,10 +31,11 @@ cut() {
     grep -qF "if ($cond) return;" "$L/$name/sample_layers.cl" || { echo "cut $name: no line '$anchor'"; exit 1; }
     cuts+=("$name")
 }
-pf='const int lid = (int)get_local_id(0), C = CH * CW, R = RUN(CW), CR = CW / R;'
+# Each layer function's first line, as far as it names the function's shape arguments.
+pf='const int lid = (int)get_local_id(0), C = CH * CW,'
 ff='const int lid = (int)get_local_id(0), lane = lid % LANES, rows = SG / LANES;'
 fb='const int lid = (int)get_local_id(0), vec = I % 4 == 0 ? 4 : 1, columns = I / vec;'
-pb='const int lid = (int)get_local_id(0), M = IH * IW, C = CH * CW, P = PH * PW, KK = K * K;'
+pb='const int lid = (int)get_local_id(0), M = IH * IW, C = CH * CW,'
 cut fwd-C1S2 "$pf" "IH == 32"
 cut fwd-C3S4 "$pf" "IH == 14"
 cut fwd-C5 "$ff" "I == 400"

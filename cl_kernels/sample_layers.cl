@@ -85,36 +85,43 @@ inline void pair_forward(SCRATCH const float* x, PAIR_PARAMS const float* W, PAI
 #define DOT_AT(w, x, i, vec) \
     ((vec) == 4 ? dot(*(__global const float4*)((w) + (i)), (float4)((x)[i], (x)[(i) + 1], (x)[(i) + 2], (x)[(i) + 3])) : (w)[i] * (x)[i])
 
-// Fully connected forward: y = act(bias + W x), W [O][I]. LANES neighbouring items share an
-// output row (they read neighbouring weights), each summing every LANES-th chunk of the row; an
-// item works on four rows at once. part[O][LANES] takes the lanes' sums, which one item per output
+// Items of a fully connected forward's output row: 16 (LANES if fewer), measured on an H200 against
+// 32 and 8 (LeNet-5: 3% of a step at batch 64, 6% at 256). -DFC_LANES=N in LENET5_CL_OPTIONS
+// tries others, up to LANES.
+#ifndef FC_LANES
+#define FC_LANES (LANES < 16 ? LANES : 16)
+#endif
+
+// Fully connected forward: y = act(bias + W x), W [O][I]. FC_LANES neighbouring items share an
+// output row (they read neighbouring weights), each summing every FC_LANES-th chunk of the row; an
+// item works on four rows at once. part[O][FC_LANES] takes the lanes' sums, which one item per output
 // then adds in order.
 inline void fc_forward(SCRATCH const float* x, __global const float* W, __global const float* bias, int I, int O,
                        int act, SCRATCH float* part, SCRATCH float* y, __global float* y_out) {
-    const int lid = (int)get_local_id(0), lane = lid % LANES, rows = SG / LANES;
+    const int lid = (int)get_local_id(0), lane = lid % FC_LANES, rows = SG / FC_LANES;
     const int vec = I % 4 == 0 ? 4 : 1;
-    for (int o = lid / LANES; o < O; o += 4 * rows) {
+    for (int o = lid / FC_LANES; o < O; o += 4 * rows) {
         // Rows past the last are clamped (read, never stored).
         __global const float* w0 = W + (size_t)o * I;
         __global const float* w1 = W + (size_t)min(o + rows, O - 1) * I;
         __global const float* w2 = W + (size_t)min(o + 2 * rows, O - 1) * I;
         __global const float* w3 = W + (size_t)min(o + 3 * rows, O - 1) * I;
         float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-        for (int i = lane * vec; i < I; i += LANES * vec) {
+        for (int i = lane * vec; i < I; i += FC_LANES * vec) {
             s0 += DOT_AT(w0, x, i, vec);
             s1 += DOT_AT(w1, x, i, vec);
             s2 += DOT_AT(w2, x, i, vec);
             s3 += DOT_AT(w3, x, i, vec);
         }
-        part[o * LANES + lane] = s0;
-        if (o + rows < O) part[(o + rows) * LANES + lane] = s1;
-        if (o + 2 * rows < O) part[(o + 2 * rows) * LANES + lane] = s2;
-        if (o + 3 * rows < O) part[(o + 3 * rows) * LANES + lane] = s3;
+        part[o * FC_LANES + lane] = s0;
+        if (o + rows < O) part[(o + rows) * FC_LANES + lane] = s1;
+        if (o + 2 * rows < O) part[(o + 2 * rows) * FC_LANES + lane] = s2;
+        if (o + 3 * rows < O) part[(o + 3 * rows) * FC_LANES + lane] = s3;
     }
     SYNC();
     for (int o = lid; o < O; o += SG) {
         float sum = bias[o];
-        for (int l = 0; l < LANES; ++l) sum += part[o * LANES + l];
+        for (int l = 0; l < FC_LANES; ++l) sum += part[o * FC_LANES + l];
         const float v = activate(act, sum);
         y[o] = v;
         y_out[o] = v;
@@ -123,9 +130,10 @@ inline void fc_forward(SCRATCH const float* x, __global const float* W, __global
 }
 
 // Some rows of a fully connected forward, for a layer spread over many work-groups (step.cl's
-// first_rows_forward): `rows` rows (at most SG / LANES) from row0, LANES items per row, with fc_forward's arithmetic (each lane's sum of every LANES-th chunk, then bias + the lanes'
-// sums in order), so the outputs are the ones fc_forward gives, however the rows are split. x (the
-// sample's input) is read where it is; part: SG floats of the work area.
+// first_rows_forward): `rows` rows (at most SG / LANES) from row0, LANES items per row, each
+// lane's sum of every LANES-th chunk, then bias + the lanes' sums in order (fc_forward's arithmetic
+// with LANES lanes), so the outputs are the same however the rows are split. x (the sample's
+// input) is read where it is; part: SG floats of the work area.
 inline void fc_rows_forward(__global const float* x, __global const float* W, __global const float* bias, int I,
                             int O, int act, SCRATCH float* part, __global float* y_out, int row0, int rows) {
     const int lid = (int)get_local_id(0), lane = lid % LANES;
@@ -300,12 +308,17 @@ inline void pair_backward(SCRATCH const float* dpool, __global const float* conv
     }
     if (!has_prev) return;  // a literal: the whole group returns
 
-    const int R = RUN(IW, BWD_RUN), IR = IW / R;
-    for (int e = lid; e < IC * IH * IR; e += SG) {
-        const int i = e / (IH * IR), iy = e % (IH * IR) / IR, ix = e % IR * R;
-        float sum[8];
+    // Where the inputs' runs are few, two items share each: the second sums every other
+    // connection from the second, and leaves its sums in d_prev for the first to add (1.5% of a
+    // LeNet-5 step at batch 64 on an H200).
+    const int R = RUN(IW, BWD_RUN), IR = IW / R, runs = IC * IH * IR;
+    const int parts = 2 * runs <= SG ? 2 : 1;
+    float sum[8];
+    for (int e = lid; e < runs * parts; e += SG) {  // one round when parts is 2
+        const int t = e % runs, share = e / runs;
+        const int i = t / (IH * IR), iy = t % (IH * IR) / IR, ix = t % IR * R;
         for (int r = 0; r < R; ++r) sum[r] = 0.0f;
-        for (int q = in_begin[i]; q < in_begin[i + 1]; ++q) {
+        for (int q = in_begin[i] + share; q < in_begin[i + 1]; q += parts) {
             const int j = in_conn[q];
             // dc[o][iy - ky][ix - kx], padded: always inside the padded map.
             SCRATCH const float* dco = dc + conn_out[j] * D + (iy + pad) * DW + ix + pad;
@@ -316,11 +329,27 @@ inline void pair_backward(SCRATCH const float* dpool, __global const float* conv
                     for (int r = 0; r < R; ++r) sum[r] += dco[-ky * DW - kx + r] * w;
                 }
         }
-        for (int r = 0; r < R; ++r) {
-            const int at = (i * IH + iy) * IW + ix + r;
-            const float v = activation_grad(prev_act, x[at]) * sum[r];
-            d_prev[at] = v;
-            d_prev_out[at] = v;
+        const int at = (i * IH + iy) * IW + ix;
+        if (share == 1) {
+            for (int r = 0; r < R; ++r) d_prev[at + r] = sum[r];
+        } else if (parts == 1) {
+            for (int r = 0; r < R; ++r) {
+                const float v = activation_grad(prev_act, x[at + r]) * sum[r];
+                d_prev[at + r] = v;
+                d_prev_out[at + r] = v;
+            }
+        }
+    }
+    if (parts == 2) {
+        SYNC();
+        if (lid < runs) {
+            const int i = lid / (IH * IR), iy = lid % (IH * IR) / IR, ix = lid % IR * R;
+            const int at = (i * IH + iy) * IW + ix;
+            for (int r = 0; r < R; ++r) {
+                const float v = activation_grad(prev_act, x[at + r]) * (sum[r] + d_prev[at + r]);
+                d_prev[at + r] = v;
+                d_prev_out[at + r] = v;
+            }
         }
     }
     SYNC();
