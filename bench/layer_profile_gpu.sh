@@ -33,7 +33,7 @@ cut() {
 }
 # Each layer function's first line, as far as it names the function's shape arguments.
 pf='const int lid = (int)get_local_id(0), C = CH * CW,'
-ff='const int lid = (int)get_local_id(0), lane = lid % FC_LANES,'
+ff='const int lid = (int)get_local_id(0), lane = lid % FC_ITEMS,'
 fb='const int lid = (int)get_local_id(0), vec = I % 4 == 0 ? 4 : 1, columns = I / vec;'
 pb='const int lid = (int)get_local_id(0), M = IH * IW, C = CH * CW,'
 cut fwd-C1S2 "$pf" "IH == 32"

@@ -14,8 +14,8 @@
 // `most` (at most 8), that divides the row (a literal, so the loops over them unroll). More share
 // more loads, fewer give more items work: measured on an H200 (LeNet-5, batch 64 and 256), the
 // forward is fastest with up to 5 (C1's rows of 28 in fours, C3's of 10 in fives), the input's
-// delta with up to 8 (sevens); up to 4 in both cost 15% more a step. -DFWD_RUN=N, -DBWD_RUN=N in
-// LENET5_CL_OPTIONS try others.
+// delta with up to 8 (sevens); up to 4 in both cost 15% more a step. `lenet5 tune` tries others
+// (-DFWD_RUN=N, -DBWD_RUN=N; opencl_program.cpp's sample_knobs).
 #define RUN(width, most)                                                                                    \
     ((most) >= 8 && (width) % 8 == 0   ? 8                                                                  \
      : (most) >= 7 && (width) % 7 == 0 ? 7                                                                  \
@@ -85,43 +85,44 @@ inline void pair_forward(SCRATCH const float* x, PAIR_PARAMS const float* W, PAI
 #define DOT_AT(w, x, i, vec) \
     ((vec) == 4 ? dot(*(__global const float4*)((w) + (i)), (float4)((x)[i], (x)[(i) + 1], (x)[(i) + 2], (x)[(i) + 3])) : (w)[i] * (x)[i])
 
-// Items of a fully connected forward's output row: 16 (LANES if fewer), measured on an H200 against
-// 32 and 8 (LeNet-5: 3% of a step at batch 64, 6% at 256). -DFC_LANES=N in LENET5_CL_OPTIONS
-// tries others, up to LANES.
+// Items of a fully connected forward's output row: FC_LANES, 16 by default (measured on an H200
+// against 32 and 8: LeNet-5's step 3% faster at batch 64, 6% at 256), at most LANES (the host sizes
+// the lanes' sums for that many). -DFC_LANES=N (`lenet5 tune` tries 8 and 32) sets others.
 #ifndef FC_LANES
-#define FC_LANES (LANES < 16 ? LANES : 16)
+#define FC_LANES 16
 #endif
+#define FC_ITEMS (FC_LANES < LANES ? FC_LANES : LANES)
 
-// Fully connected forward: y = act(bias + W x), W [O][I]. FC_LANES neighbouring items share an
-// output row (they read neighbouring weights), each summing every FC_LANES-th chunk of the row; an
-// item works on four rows at once. part[O][FC_LANES] takes the lanes' sums, which one item per output
+// Fully connected forward: y = act(bias + W x), W [O][I]. FC_ITEMS neighbouring items share an
+// output row (they read neighbouring weights), each summing every FC_ITEMS-th chunk of the row; an
+// item works on four rows at once. part[O][FC_ITEMS] takes the lanes' sums, which one item per output
 // then adds in order.
 inline void fc_forward(SCRATCH const float* x, __global const float* W, __global const float* bias, int I, int O,
                        int act, SCRATCH float* part, SCRATCH float* y, __global float* y_out) {
-    const int lid = (int)get_local_id(0), lane = lid % FC_LANES, rows = SG / FC_LANES;
+    const int lid = (int)get_local_id(0), lane = lid % FC_ITEMS, rows = SG / FC_ITEMS;
     const int vec = I % 4 == 0 ? 4 : 1;
-    for (int o = lid / FC_LANES; o < O; o += 4 * rows) {
+    for (int o = lid / FC_ITEMS; o < O; o += 4 * rows) {
         // Rows past the last are clamped (read, never stored).
         __global const float* w0 = W + (size_t)o * I;
         __global const float* w1 = W + (size_t)min(o + rows, O - 1) * I;
         __global const float* w2 = W + (size_t)min(o + 2 * rows, O - 1) * I;
         __global const float* w3 = W + (size_t)min(o + 3 * rows, O - 1) * I;
         float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-        for (int i = lane * vec; i < I; i += FC_LANES * vec) {
+        for (int i = lane * vec; i < I; i += FC_ITEMS * vec) {
             s0 += DOT_AT(w0, x, i, vec);
             s1 += DOT_AT(w1, x, i, vec);
             s2 += DOT_AT(w2, x, i, vec);
             s3 += DOT_AT(w3, x, i, vec);
         }
-        part[o * FC_LANES + lane] = s0;
-        if (o + rows < O) part[(o + rows) * FC_LANES + lane] = s1;
-        if (o + 2 * rows < O) part[(o + 2 * rows) * FC_LANES + lane] = s2;
-        if (o + 3 * rows < O) part[(o + 3 * rows) * FC_LANES + lane] = s3;
+        part[o * FC_ITEMS + lane] = s0;
+        if (o + rows < O) part[(o + rows) * FC_ITEMS + lane] = s1;
+        if (o + 2 * rows < O) part[(o + 2 * rows) * FC_ITEMS + lane] = s2;
+        if (o + 3 * rows < O) part[(o + 3 * rows) * FC_ITEMS + lane] = s3;
     }
     SYNC();
     for (int o = lid; o < O; o += SG) {
         float sum = bias[o];
-        for (int l = 0; l < FC_LANES; ++l) sum += part[o * FC_LANES + l];
+        for (int l = 0; l < FC_ITEMS; ++l) sum += part[o * FC_ITEMS + l];
         const float v = activate(act, sum);
         y[o] = v;
         y_out[o] = v;

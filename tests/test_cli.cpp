@@ -109,6 +109,10 @@ TEST(Cli, TuneTimesEachGroupAndCachesTheFastest) {
     EXPECT_NE(r.out.find("gpu-local:\n     16 "), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("\n     32 "), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("fastest: "), std::string::npos) << r.out;
+    // Then each knob's other settings at the fastest group.
+    EXPECT_NE(r.out.find("  knobs at "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("\n    FWD_RUN=4 "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("\n    FC_LANES=32 "), std::string::npos) << r.out;
     const std::string text = slurp(cache);
     EXPECT_NE(text.find("\tgpu-local\t4\t"), std::string::npos) << text;
 #endif

@@ -68,11 +68,29 @@ TEST(TuningCache, SevenFieldLinesAreLenet5s) {
     EXPECT_EQ(find_tuned_group(entries, entry("gpu", 64, 0).key), 256);
 }
 
+// The knob settings tune chose come back with the group; a line of 8 fields (before knobs were
+// tuned) has the kernels' defaults.
+TEST(TuningCache, KeepsTheKnobSettings) {
+    const std::string path = temp_path("knobs.tsv");
+    std::remove(path.c_str());
+    TuningEntry e = entry("gpu-local", 64, 1024);
+    e.knobs = "FWD_RUN=4,FC_LANES=8";
+    store_tuning(path, e);
+    store_tuning(path, entry("gpu", 64, 512));
+    const auto entries = read_tuning(path);
+    EXPECT_EQ(find_tuning(entries, e.key)->knobs, "FWD_RUN=4,FC_LANES=8");
+    EXPECT_EQ(find_tuning(entries, entry("gpu", 64, 0).key)->knobs, "");
+    std::ofstream(path) << "P\tD\t1\tgpu\t64\t256\t3.5\tlenet5\n";
+    EXPECT_EQ(read_tuning(path).at(0).knobs, "");
+}
+
 TEST(TuningCache, MalformedLinesNameTheFileAndLine) {
     const std::string path = temp_path("bad.tsv");
     auto write = [&](const std::string& text) { std::ofstream(path) << text; };
     write("# comment\nP\tD\t1\tgpu\t64\t256\t3.5\nP\tD\t1\tgpu\t64\n");
-    expect_error_mentions(path, "line 3: expected 8 tab-separated fields, found 5");
+    expect_error_mentions(path, "line 3: expected 9 tab-separated fields, found 5");
+    write("P\tD\t1\tgpu\t64\t256\t3.5\tlenet5\t-DX=1 -cl-fast-relaxed-math\n");
+    expect_error_mentions(path, "line 1: the knobs '-DX=1 -cl-fast-relaxed-math' are not NAME=VALUE,...");
     write("P\tD\t1\tgpu\t64\t300\t3.5\n");
     expect_error_mentions(path, "line 1: the group '300' is not a power of two");
     write("P\tD\t1\tgpu\tmany\t256\t3.5\n");
@@ -100,9 +118,15 @@ TEST(TuningCache, TheOpenCLVariantsUseTheTunedGroupForTheBatch) {
     request.group = 0;
     request.batch = 9;
     EXPECT_EQ(make_engine(lenet5_network(), request)->device().find("tuned"), std::string::npos);
-    // A broken cache costs the tuning, not the run.
-    std::ofstream(path) << "not a cache\n";
+    // The knob settings tuned with the group apply with it.
+    store_tuning(path, {{d.platform_name, d.name, d.driver, "gpu-local", 8}, 64, 1.0, "FC_LANES=8"});
     request.batch = 8;
+    EXPECT_NE(make_engine(lenet5_network(), request)->device().find("(64 items per sample, tuned, FC_LANES=8)"),
+              std::string::npos);
+    // A broken cache costs the tuning, not the run: a knob the kernels do not have, a malformed line.
+    store_tuning(path, {{d.platform_name, d.name, d.driver, "gpu-local", 8}, 64, 1.0, "NO_SUCH_KNOB=1"});
+    EXPECT_NE(make_engine(lenet5_network(), request)->device().find("default)"), std::string::npos);
+    std::ofstream(path) << "not a cache\n";
     EXPECT_NE(make_engine(lenet5_network(), request)->device().find("default)"), std::string::npos);
     unsetenv("LENET5_TUNING");
 }

@@ -31,15 +31,18 @@ bool per_sample_fits(const Network& net, MemoryVariant memory, const DeviceRunti
     });
 }
 
+MemoryVariant memory_variant(const std::string& variant) {
+    if (variant == "gpu") return MemoryVariant::Global;
+    if (variant == "gpu-constant") return MemoryVariant::Constant;
+    if (variant == "gpu-local") return MemoryVariant::Local;
+    throw Error("'" + variant + "' is not an OpenCL variant");
+}
+
 }  // namespace
 
 std::unique_ptr<Engine> make_opencl_engine(const Network& net, const std::string& variant, int device, int group,
                                            int batch, conv::ConvAlgo conv_algo, bool inference) {
-    MemoryVariant memory;
-    if (variant == "gpu") memory = MemoryVariant::Global;
-    else if (variant == "gpu-constant") memory = MemoryVariant::Constant;
-    else if (variant == "gpu-local") memory = MemoryVariant::Local;
-    else throw Error("'" + variant + "' is not an OpenCL variant");
+    const MemoryVariant memory = memory_variant(variant);
     auto rt = std::make_shared<DeviceRuntime>(select_opencl_device(device));
     const OpenCLDevice& dev = rt->device();
     // LENET5_OPENCL_PATH=batch|sample forces one path, for experiments and comparisons.
@@ -50,21 +53,29 @@ std::unique_ptr<Engine> make_opencl_engine(const Network& net, const std::string
     // Inference runs on the batch-level engine: the per-sample one fuses each sample's training step.
     if (inference || path == "batch" || (path.empty() && !per_sample_fits(net, memory, *rt)))
         return std::make_unique<OpenCLBatchEngine>(net, memory, std::move(rt), conv_algo, inference);
-    std::string origin = group ? "--group" : "default";
+    std::string origin = group ? "--group" : "default", knobs;
     if (!group && batch > 0) {
         // A broken cache costs the tuning, not the run.
         const std::string cache = default_tuning_path();
         try {
             const TuningKey key{dev.platform_name, dev.name, dev.driver, variant, batch, net.name};
-            if (const auto tuned = find_tuned_group(read_tuning(cache), key)) {
-                group = *tuned;
+            if (const auto tuned = find_tuning(read_tuning(cache), key)) {
+                knob_options(tuned->knobs);  // throws for a knob these kernels do not have
+                group = tuned->group;
+                knobs = tuned->knobs;
                 origin = "tuned";
             }
         } catch (const Error& e) {
-            std::cerr << "lenet5: warning: " << e.what() << "; using the default work-group size\n";
+            std::cerr << "lenet5: warning: " << e.what() << "; using the default work-group size and knobs\n";
         }
     }
-    return std::make_unique<OpenCLEngine>(net, memory, std::move(rt), group, origin);
+    return std::make_unique<OpenCLEngine>(net, memory, std::move(rt), group, origin, knobs);
+}
+
+std::unique_ptr<Engine> make_sample_engine(const Network& net, const std::string& variant, int device, int group,
+                                           const std::string& knobs) {
+    auto rt = std::make_shared<DeviceRuntime>(select_opencl_device(device));
+    return std::make_unique<OpenCLEngine>(net, memory_variant(variant), std::move(rt), group, "tune", knobs);
 }
 
 }  // namespace lenet5

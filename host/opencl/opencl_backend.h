@@ -13,12 +13,18 @@ namespace lenet5 {
 // Builds the engine of `variant` on OpenCL device `device` (the index of
 // `lenet5 devices`; -1 = the first GPU of any platform, else device 0), with work-groups of
 // `group` items per sample; 0: the group `lenet5 tune` cached for this device, variant and
-// `batch` (tuning_cache.h), else the default.
+// `batch` (tuning_cache.h), with its knob settings, else the default.
 // Throws Error when there is no such device or it lacks what the variant needs.
 // conv_algo: the batch-level engine's convolution algorithm (OpenCLBatchEngine).
 std::unique_ptr<Engine> make_opencl_engine(const Network& net, const std::string& variant, int device, int group,
                                            int batch, conv::ConvAlgo conv_algo = conv::ConvAlgo::Auto,
                                            bool inference = false);
+
+// The per-sample engine of `variant` (`lenet5 tune`'s knob candidates): `group` items per sample, the
+// kernels' `knobs` (opencl_program.h's knob_options). Throws Error as above, or when the network
+// is not one the per-sample kernels run.
+std::unique_ptr<Engine> make_sample_engine(const Network& net, const std::string& variant, int device, int group,
+                                           const std::string& knobs);
 
 // True when some platform has a GPU (what `auto` looks for).
 bool opencl_gpu_available();

@@ -53,8 +53,10 @@ int persistent_setting() {
 }  // namespace
 
 OpenCLEngine::OpenCLEngine(Network net, MemoryVariant memory, std::shared_ptr<DeviceRuntime> runtime, int group,
-                           std::string group_origin)
-    : OpenCLEngineBase(std::move(net), memory, std::move(runtime), kTimeEvery), group_origin_(std::move(group_origin)) {
+                           std::string group_origin, std::string knobs)
+    : OpenCLEngineBase(std::move(net), memory, std::move(runtime), kTimeEvery),
+      group_origin_(std::move(group_origin)),
+      knobs_(std::move(knobs)) {
     if (group < 0 || (group & (group - 1)) != 0)
         throw Error("the work-group size per sample must be a power of two, not " + std::to_string(group));
     cl_checked([&] {
@@ -78,7 +80,8 @@ OpenCLEngine::OpenCLEngine(Network net, MemoryVariant memory, std::shared_ptr<De
 }
 
 std::string OpenCLEngine::device() const {
-    std::string d = rt_->device().name + " (" + std::to_string(group_) + " items per sample, " + group_origin_ + ")";
+    std::string d = rt_->device().name + " (" + std::to_string(group_) + " items per sample, " + group_origin_ +
+                    (knobs_.empty() ? "" : ", " + knobs_) + ")";
     if (fuse_tail_ && run_max_ > 0)
         d += ", persistent batch-1 steps (" + std::to_string(run_groups_) + (run_groups_ > 1 ? " groups)" : " group)");
     return d;
@@ -107,7 +110,7 @@ void OpenCLEngine::inputs_changed(Split split, bool slots_replaced) {
 // compiled kernels allow if less).
 void OpenCLEngine::build_program(int group) {
     const cl::Device& dev = rt_->cl_device();
-    const std::string options = build_options("");
+    const std::string options = build_options(knob_options(knobs_));
     const bool chosen = group > 0;
     if (!chosen) group = static_cast<int>(wg_);
     for (;;) {

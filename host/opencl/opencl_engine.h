@@ -43,8 +43,9 @@ class OpenCLEngine final : public OpenCLEngineBase {
 public:
     // group: items per sample's work-group, a power of two (0: the default, 256 or the device's
     // limit if lower); group_origin says where it came from (device() shows it).
+    // knobs: the kernels' knob settings (opencl_program.h's knob_options; "": their defaults).
     OpenCLEngine(Network net, MemoryVariant memory, std::shared_ptr<DeviceRuntime> runtime, int group = 0,
-                 std::string group_origin = "default");
+                 std::string group_origin = "default", std::string knobs = "");
 
     int group() const { return static_cast<int>(group_); }
 
@@ -103,7 +104,7 @@ private:
     void launch_run();
     void check_runs();
 
-    std::string group_origin_;
+    std::string group_origin_, knobs_;
     size_t group_ = 0;  // items per sample's work-group (SG)
     size_t grad_params_ = 0;  // the gradients kernel's parameters per work-group (of wg_ items)
     SampleProgram sample_;

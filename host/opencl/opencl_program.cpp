@@ -154,6 +154,32 @@ void spread_first(const Network& net, const DeviceLayout& layout, int lanes, Sam
 
 }  // namespace
 
+const std::vector<SampleKnob>& sample_knobs() {
+    static const std::vector<SampleKnob> knobs{
+        {"FWD_RUN", {5, 4, 8}},     // forward convolution outputs per item, at most
+        {"BWD_RUN", {8, 4}},        // input-delta outputs per item, at most
+        {"FC_LANES", {16, 8, 32}},  // items of a fully connected forward row (up to LANES)
+    };
+    return knobs;
+}
+
+std::string knob_options(const std::string& knobs) {
+    std::string options;
+    std::istringstream in(knobs);
+    for (std::string item; std::getline(in, item, ',');) {
+        const size_t eq = item.find('=');
+        const std::string name = item.substr(0, eq);
+        const auto knob = std::find_if(sample_knobs().begin(), sample_knobs().end(),
+                                       [&](const SampleKnob& k) { return name == k.name; });
+        const std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
+        if (knob == sample_knobs().end() ||
+            std::none_of(knob->values.begin(), knob->values.end(), [&](int v) { return std::to_string(v) == value; }))
+            throw Error("the per-sample kernels have no knob setting '" + item + "'");
+        options += " -D" + item;
+    }
+    return options;
+}
+
 std::string sample_refusal(const Network& net) { return find_pairs(net).refusal; }
 
 SampleProgram sample_program(const Network& net, const DeviceLayout& layout, int group, int lanes, int grad_params,

@@ -32,6 +32,19 @@ struct SampleProgram {
     size_t first_outputs = 0, rows_per_group = 0, tail_begin = 0, tail_work = 0;
 };
 
+// The per-sample kernels' knobs (sample_layers.cl's -D defaults), which `lenet5 tune` also times at
+// the fastest work-group size: each name with the values tried, the kernels' default first.
+struct SampleKnob {
+    const char* name;
+    std::vector<int> values;
+};
+const std::vector<SampleKnob>& sample_knobs();
+
+// Knob settings as the tuning cache keeps them ("FWD_RUN=4,FC_LANES=8"; "" for the defaults) as
+// build options (" -DFWD_RUN=4 -DFC_LANES=8"). Throws Error for an unknown knob or a value it does
+// not take.
+std::string knob_options(const std::string& knobs);
+
 // Why the per-sample kernels cannot run `net` (one line), or "" when they can.
 std::string sample_refusal(const Network& net);
 

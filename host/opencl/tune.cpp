@@ -8,6 +8,8 @@
 #include "conv/conv_tune.h"
 #include "io/model_source.h"
 #include "opencl/opencl_backend.h"
+#include "opencl/opencl_engine.h"
+#include "opencl/opencl_program.h"
 #include "opencl/opencl_runtime.h"
 #include "opencl/tuning_cache.h"
 
@@ -46,6 +48,44 @@ double time_step(Engine& engine, const Network& net, int batch, int steps) {
     return us[us.size() / 2];
 }
 
+// The per-sample kernels' knobs at `group` items, one knob after another (each keeping the values
+// chosen before it): the setting of each that times fastest, "" where every default is. best_us:
+// the time to beat, lowered to the chosen settings' time.
+std::string tune_knobs(const Network& net, const std::string& variant, int device, int group, const TuneOptions& o,
+                       double& best_us, std::ostream& out) {
+    std::vector<std::string> chosen;
+    auto joined = [](const std::vector<std::string>& items) {
+        std::string s;
+        for (const auto& item : items) s += (s.empty() ? "" : ",") + item;
+        return s;
+    };
+    out << "  knobs at " << group << " items (the times above are the kernels' defaults:";
+    for (const SampleKnob& k : sample_knobs()) out << " " << k.name << "=" << k.values.front();
+    out << "):\n";
+    for (const SampleKnob& k : sample_knobs()) {
+        std::string best_setting;
+        for (size_t i = 1; i < k.values.size(); ++i) {
+            const std::string setting = std::string(k.name) + "=" + std::to_string(k.values[i]);
+            std::vector<std::string> trial = chosen;
+            trial.push_back(setting);
+            out << "    " << std::left << std::setw(12) << setting << std::right << std::flush;
+            try {
+                auto engine = make_sample_engine(net, variant, device, group, joined(trial));
+                const double us = time_step(*engine, net, o.batch, o.steps);
+                out << std::fixed << std::setprecision(1) << std::setw(9) << us << "\n";
+                if (us < best_us) {
+                    best_us = us;
+                    best_setting = setting;
+                }
+            } catch (const Error& e) {
+                out << "   fails: " << e.what() << "\n";
+            }
+        }
+        if (!best_setting.empty()) chosen.push_back(best_setting);
+    }
+    return joined(chosen);
+}
+
 }  // namespace
 
 int run_tune(const TuneOptions& o, std::ostream& out) {
@@ -70,10 +110,12 @@ int run_tune(const TuneOptions& o, std::ostream& out) {
         out << variant << ":\n";
         int best = 0;
         double best_us = 0;
+        bool per_sample = false;  // the per-sample engine, whose kernels have knobs
         for (int group : groups) {
             out << "  " << std::setw(5) << group << "  " << std::flush;
             try {
                 auto engine = make_opencl_engine(net, variant, device.index, group, 0);
+                per_sample = per_sample || dynamic_cast<OpenCLEngine*>(engine.get());
                 const double us = time_step(*engine, net, o.batch, o.steps);
                 out << std::fixed << std::setprecision(1) << std::setw(9) << us << "\n";
                 if (!best || us < best_us) {
@@ -85,9 +127,11 @@ int run_tune(const TuneOptions& o, std::ostream& out) {
             }
         }
         if (!best) throw Error(variant + ": no work-group size ran on " + device.name);
-        store_tuning(path, {{device.platform_name, device.name, device.driver, variant, o.batch, net.name}, best, best_us});
-        out << "  fastest: " << best << " items per sample (" << std::fixed << std::setprecision(1) << best_us
-            << " us per step)\n";
+        const std::string knobs = per_sample ? tune_knobs(net, variant, device.index, best, o, best_us, out) : "";
+        store_tuning(path, {{device.platform_name, device.name, device.driver, variant, o.batch, net.name}, best, best_us,
+                            knobs});
+        out << "  fastest: " << best << " items per sample" << (knobs.empty() ? "" : ", " + knobs) << " ("
+            << std::fixed << std::setprecision(1) << best_us << " us per step)\n";
     }
     out << "cached in " << path << "; `lenet5 train --model " << net.name << " --batch " << o.batch
         << "` on this device uses it\n";

@@ -1,7 +1,8 @@
 // `lenet5 tune`: the autotuner of the OpenCL variants. For one device, model and batch size it
-// times a training step with each candidate work-group size per sample, prints the times, and
-// caches the fastest per variant (tuning_cache.h), which `lenet5 train` of that model with that
-// batch then uses.
+// times a training step with each candidate work-group size per sample, then, at the fastest, each
+// setting of the per-sample kernels' knobs (opencl_program.h's sample_knobs, one knob after
+// another), prints the times, and caches the fastest group and settings per variant
+// (tuning_cache.h), which `lenet5 train` of that model with that batch then uses.
 #pragma once
 #include <ostream>
 #include <string>

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "io/atomic_file.h"
@@ -12,8 +13,9 @@ namespace lenet5 {
 namespace {
 
 constexpr const char* kHeader =
-    "# lenet5 tune: the fastest work-group size per sample (group) for each device, driver, variant, batch and model\n"
-    "# platform\tdevice\tdriver\tvariant\tbatch\tgroup\tus_per_step\tmodel\n";
+    "# lenet5 tune: the fastest work-group size per sample (group) and knob settings for each device, driver, variant,\n"
+    "# batch and model\n"
+    "# platform\tdevice\tdriver\tvariant\tbatch\tgroup\tus_per_step\tmodel\tknobs\n";
 
 std::vector<std::string> split_tabs(const std::string& line) {
     std::vector<std::string> fields;
@@ -73,14 +75,17 @@ std::vector<TuningEntry> read_tuning(const std::string& path) {
     std::vector<TuningEntry> entries;
     for (const auto& [number, f] : read_tsv_lines(path, "tuning cache")) {
         const std::string where = "tuning cache " + path + " line " + std::to_string(number) + ": ";
-        if (f.size() != 7 && f.size() != 8)
-            throw Error(where + "expected 8 tab-separated fields, found " + std::to_string(f.size()));
-        TuningEntry e{{f[0], f[1], f[2], f[3], static_cast<int>(parse_positive(f[4])), f.size() == 8 ? f[7] : "lenet5"},
-                      static_cast<int>(parse_positive(f[5])), std::strtod(f[6].c_str(), nullptr)};
+        if (f.size() < 7 || f.size() > 9)
+            throw Error(where + "expected 9 tab-separated fields, found " + std::to_string(f.size()));
+        TuningEntry e{{f[0], f[1], f[2], f[3], static_cast<int>(parse_positive(f[4])), f.size() >= 8 ? f[7] : "lenet5"},
+                      static_cast<int>(parse_positive(f[5])), std::strtod(f[6].c_str(), nullptr),
+                      f.size() == 9 ? f[8] : ""};
         if (e.key.model.empty()) throw Error(where + "the model is empty");
         if (e.key.batch <= 0) throw Error(where + "the batch '" + f[4] + "' is not a positive whole number");
         if (e.group <= 0 || (e.group & (e.group - 1)))
             throw Error(where + "the group '" + f[5] + "' is not a power of two");
+        if (!std::regex_match(e.knobs, std::regex("([A-Z_]+=[0-9]+(,[A-Z_]+=[0-9]+)*)?")))
+            throw Error(where + "the knobs '" + e.knobs + "' are not NAME=VALUE,...");
         entries.push_back(std::move(e));
     }
     return entries;
@@ -88,21 +93,26 @@ std::vector<TuningEntry> read_tuning(const std::string& path) {
 
 void store_tuning(const std::string& path, const TuningEntry& entry) {
     const TuningKey& k = entry.key;
-    check_cache_fields({&k.platform, &k.device, &k.driver, &k.variant, &k.model}, "tuning cache");
+    check_cache_fields({&k.platform, &k.device, &k.driver, &k.variant, &k.model, &entry.knobs}, "tuning cache");
     std::vector<TuningEntry> entries = read_tuning(path);
     replace_or_append(entries, entry, [](const TuningEntry& a, const TuningEntry& b) { return a.key == b.key; });
     std::ostringstream out;
     out << kHeader;
     for (const auto& e : entries)
         out << e.key.platform << '\t' << e.key.device << '\t' << e.key.driver << '\t' << e.key.variant << '\t'
-            << e.key.batch << '\t' << e.group << '\t' << e.us_per_step << '\t' << e.key.model << '\n';
+            << e.key.batch << '\t' << e.group << '\t' << e.us_per_step << '\t' << e.key.model << '\t' << e.knobs << '\n';
     write_cache_file(path, out.str());
 }
 
-std::optional<int> find_tuned_group(const std::vector<TuningEntry>& entries, const TuningKey& key) {
+std::optional<TuningEntry> find_tuning(const std::vector<TuningEntry>& entries, const TuningKey& key) {
     for (const auto& e : entries)
-        if (e.key == key) return e.group;
+        if (e.key == key) return e;
     return std::nullopt;
+}
+
+std::optional<int> find_tuned_group(const std::vector<TuningEntry>& entries, const TuningKey& key) {
+    const auto e = find_tuning(entries, key);
+    return e ? std::optional<int>(e->group) : std::nullopt;
 }
 
 }  // namespace lenet5

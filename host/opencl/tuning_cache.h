@@ -1,9 +1,9 @@
 // The autotuner's cache (`lenet5 tune` writes it, the OpenCL variants read it): the fastest
 // work-group size per sample measured for a device, driver, variant, batch size and model. A
 // text file of tab-separated lines, one per key:
-//   platform <TAB> device <TAB> driver <TAB> variant <TAB> batch <TAB> group <TAB> us_per_step <TAB> model
+//   platform <TAB> device <TAB> driver <TAB> variant <TAB> batch <TAB> group <TAB> us_per_step <TAB> model <TAB> knobs
 // Lines starting with '#' are comments. A line without the model (the format before models
-// existed) is LeNet-5's.
+// existed) is LeNet-5's; one without knobs (before they were tuned) has the kernels' defaults.
 #pragma once
 #include <initializer_list>
 #include <optional>
@@ -27,6 +27,7 @@ struct TuningEntry {
     TuningKey key;
     int group = 0;             // items per sample's work-group
     double us_per_step = 0.0;  // what it measured, for the reader
+    std::string knobs;         // the per-sample kernels' knob settings, "NAME=V,NAME=V" ("": the defaults)
 };
 
 // $LENET5_TUNING, else $XDG_CACHE_HOME/lenet5/tuning.tsv, else $HOME/.cache/lenet5/tuning.tsv;
@@ -62,7 +63,8 @@ void replace_or_append(std::vector<Entry>& entries, const Entry& entry, SameKey 
     if (!replaced) entries.push_back(entry);
 }
 
-// The tuned group for `key`, if the entries have one.
+// The entry for `key`, if the entries have one; its group alone.
+std::optional<TuningEntry> find_tuning(const std::vector<TuningEntry>& entries, const TuningKey& key);
 std::optional<int> find_tuned_group(const std::vector<TuningEntry>& entries, const TuningKey& key);
 
 }  // namespace lenet5
