@@ -14,7 +14,7 @@ namespace {
 // row's weights are read by neighbouring items.
 constexpr int kLanes = 32;
 
-// A batch-1 training step's phases are timed once in this many steps.
+// A training step's launches carry events (for the phase times) once in this many steps.
 constexpr int kTimeEvery = 16;
 
 // The kernels that run one work-group of SG items per sample, and those of a network that starts
@@ -308,7 +308,7 @@ void OpenCLEngine::forward(Split split, int first, int count) {
         if (cursor_ + count > slots_) collect_counters();
         const bool batch1 = train && count == 1;
         // A training step runs fused, except a probe, which runs phase by phase (at batch 1: as a batch of one).
-        const bool probe = timeline_.start_step(batch1, train);
+        const bool probe = timeline_.start_step(train, train);
         fused_step_ = train && !probe;
         // The next step of the recorded run joins it; anything else runs after it.
         joined_ = fused_step_ && sample_.spread && run_count_ > 0 && first == run_first_ + run_count_ &&
