@@ -27,7 +27,7 @@ struct TuningEntry {
     TuningKey key;
     int group = 0;             // items per sample's work-group
     double us_per_step = 0.0;  // what it measured, for the reader
-    std::string knobs;         // the per-sample kernels' knob settings, "NAME=V,NAME=V" ("": the defaults)
+    std::string knobs = "";    // the per-sample kernels' knob settings, "NAME=V,NAME=V" ("": the defaults)
 };
 
 // $LENET5_TUNING, else $XDG_CACHE_HOME/lenet5/tuning.tsv, else $HOME/.cache/lenet5/tuning.tsv;
