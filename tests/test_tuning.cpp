@@ -91,6 +91,12 @@ TEST(TuningCache, MalformedLinesNameTheFileAndLine) {
     expect_error_mentions(path, "line 3: expected 9 tab-separated fields, found 5");
     write("P\tD\t1\tgpu\t64\t256\t3.5\tlenet5\t-DX=1 -cl-fast-relaxed-math\n");
     expect_error_mentions(path, "line 1: the knobs '-DX=1 -cl-fast-relaxed-math' are not NAME=VALUE,...");
+    for (const char* bad : {"FC_LANES=", "=8", "FC_LANES=8,", "FC_LANES=8,,BWD_RUN=4", "fc_lanes=8", "FC_LANES=8x"}) {
+        write(std::string("P\tD\t1\tgpu\t64\t256\t3.5\tlenet5\t") + bad + "\n");
+        expect_error_mentions(path, std::string("the knobs '") + bad + "'");
+    }
+    write("P\tD\t1\tgpu\t64\t256\t3.5\tlenet5\tFC_LANES=8,BWD_RUN=4\n");
+    EXPECT_EQ(read_tuning(path).at(0).knobs, "FC_LANES=8,BWD_RUN=4");
     write("P\tD\t1\tgpu\t64\t300\t3.5\n");
     expect_error_mentions(path, "line 1: the group '300' is not a power of two");
     write("P\tD\t1\tgpu\tmany\t256\t3.5\n");

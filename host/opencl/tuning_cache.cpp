@@ -3,7 +3,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <sstream>
 
 #include "io/atomic_file.h"
@@ -31,6 +30,23 @@ long parse_positive(const std::string& text) {
     char* end = nullptr;
     const long v = std::strtol(text.c_str(), &end, 10);
     return !text.empty() && *end == '\0' && v > 0 ? v : -1;
+}
+
+// "" or NAME=DIGITS[,NAME=DIGITS...], NAME of capitals and underscores: knob settings, nothing else
+// (the engine passes them to the OpenCL compiler as -D options).
+bool knobs_well_formed(const std::string& knobs) {
+    if (knobs.empty()) return true;
+    std::istringstream in(knobs);
+    for (std::string item; std::getline(in, item, ',');) {
+        const size_t eq = item.find('=');
+        if (eq == 0 || eq == std::string::npos || eq + 1 == item.size()) return false;
+        for (size_t i = 0; i < item.size(); ++i) {
+            const char c = item[i];
+            const bool ok = i < eq ? (c >= 'A' && c <= 'Z') || c == '_' : i == eq || (c >= '0' && c <= '9');
+            if (!ok) return false;
+        }
+    }
+    return knobs.back() != ',';
 }
 
 }  // namespace
@@ -84,7 +100,7 @@ std::vector<TuningEntry> read_tuning(const std::string& path) {
         if (e.key.batch <= 0) throw Error(where + "the batch '" + f[4] + "' is not a positive whole number");
         if (e.group <= 0 || (e.group & (e.group - 1)))
             throw Error(where + "the group '" + f[5] + "' is not a power of two");
-        if (!std::regex_match(e.knobs, std::regex("([A-Z_]+=[0-9]+(,[A-Z_]+=[0-9]+)*)?")))
+        if (!knobs_well_formed(e.knobs))
             throw Error(where + "the knobs '" + e.knobs + "' are not NAME=VALUE,...");
         entries.push_back(std::move(e));
     }
