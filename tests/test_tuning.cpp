@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 
 #include "engine/engine_factory.h"
 #include "common/error.h"
@@ -19,6 +20,12 @@ std::string temp_path(const std::string& name) { return ::testing::TempDir() + "
 
 TuningEntry entry(const std::string& variant, int batch, int group) {
     return {{"Some Platform", "Some Device", "1.2.3", variant, batch}, group, 12.5};
+}
+
+// The tuned group for `key`, if the entries have one.
+std::optional<int> find_tuned_group(const std::vector<TuningEntry>& entries, const TuningKey& key) {
+    const auto e = find_tuning(entries, key);
+    return e ? std::optional<int>(e->group) : std::nullopt;
 }
 
 void expect_error_mentions(const std::string& path, const std::string& mentions) {

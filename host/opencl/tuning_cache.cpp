@@ -126,9 +126,5 @@ std::optional<TuningEntry> find_tuning(const std::vector<TuningEntry>& entries, 
     return std::nullopt;
 }
 
-std::optional<int> find_tuned_group(const std::vector<TuningEntry>& entries, const TuningKey& key) {
-    const auto e = find_tuning(entries, key);
-    return e ? std::optional<int>(e->group) : std::nullopt;
-}
 
 }  // namespace lenet5

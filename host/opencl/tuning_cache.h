@@ -63,8 +63,7 @@ void replace_or_append(std::vector<Entry>& entries, const Entry& entry, SameKey 
     if (!replaced) entries.push_back(entry);
 }
 
-// The entry for `key`, if the entries have one; its group alone.
+// The entry for `key`, if the entries have one.
 std::optional<TuningEntry> find_tuning(const std::vector<TuningEntry>& entries, const TuningKey& key);
-std::optional<int> find_tuned_group(const std::vector<TuningEntry>& entries, const TuningKey& key);
 
 }  // namespace lenet5
