@@ -8,7 +8,11 @@
 //   PARAM_FLOATS    floats of the device layout (every parameter, with padding)
 //   FORWARD_WORK, BACKWARD_WORK   floats of a group's work area in each kernel
 //   GRAD_PARAMS, GRAD_LANES   the gradients kernel's work-group: parameters times lanes (step.cl)
-//   NETWORK_FORWARD, NETWORK_BACKWARD, NETWORK_GRADIENTS   the layers, as calls (step.cl)
+//   GRAD_ROWS       outputs of a fully connected layer per tile of its weight gradients
+//   FLAT_FLOATS, FLAT_GROUPS, GRAD_GROUPS   the gradients kernel's flat parameters (all but the
+//                   fully connected weights), their work-groups, and all its work-groups
+//   NETWORK_FORWARD, NETWORK_BACKWARD, NETWORK_GRADIENTS, NETWORK_FLAT_PARAM, NETWORK_FC_TILES
+//                   the layers, as calls and expressions (step.cl)
 // and the variant:
 //   -DMEM_CONSTANT  the convolution pairs' parameters are read through __constant memory (gpu-constant)
 //   -DMEM_LOCAL     a group's work area and those parameters are in __local memory (gpu-local)

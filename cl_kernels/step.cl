@@ -21,10 +21,10 @@
 
 // The gradients kernel's lane sums: __local for gpu-local, else this group's slice of sums_buffer.
 #ifdef MEM_LOCAL
-#define SUMS_AREA __local float sums[GRAD_PARAMS * GRAD_LANES]
+#define SUMS_AREA __local float sums[GRAD_PARAMS * GRAD_LANES * GRAD_ROWS]
 #define SUMS_ARG
 #else
-#define SUMS_AREA __global float* sums = sums_buffer + (size_t)get_group_id(0) * GRAD_PARAMS * GRAD_LANES
+#define SUMS_AREA __global float* sums = sums_buffer + (size_t)get_group_id(0) * GRAD_PARAMS * GRAD_LANES * GRAD_ROWS
 #define SUMS_ARG , __global float* sums_buffer
 #endif
 
@@ -126,38 +126,107 @@ inline float fc_bias_gradient(__global const float* deltas, int count, int o, in
     return g;
 }
 
-// Parameter p's gradient over the batch, for the lane-0 item (the others' result is a part sum):
-// item lid of a group is lane lid / GRAD_PARAMS of parameter group * GRAD_PARAMS + lid % GRAD_PARAMS
-// (neighbouring items, neighbouring parameters); the lanes' sums meet in `sums` (gpu-local: __local;
-// otherwise this group's slice of sums_buffer) and lane 0 adds them in order.
-inline float batch_gradient(__global const float* acts, __global const float* deltas,
-                            __global const float* partials, int count, SCRATCH float* sums) {
+// The gradients kernel's work-groups (GRAD_PARAMS * GRAD_LANES items) come in two kinds. The
+// first FLAT_GROUPS take GRAD_PARAMS parameters each of the flat ranges (every parameter but the
+// fully connected layers' weights: the pairs' span, the biases, the padding; NETWORK_FLAT_PARAM
+// maps the j-th to its place in the layout), through NETWORK_GRADIENTS. The others take a tile of
+// a fully connected layer's weights each (NETWORK_FC_TILES): GRAD_ROWS outputs by GRAD_PARAMS
+// inputs, so that an item reads a sample's input once for GRAD_ROWS weights, where one item a
+// weight read it once per weight (C5's inputs, 49 MB a step at batch 256 on LeNet-5).
+// Either way a gradient is the same sum in the same order: each lane's SUM_STRIDED, then the
+// lanes added in lane order.
+
+// A parameter's place in the layout and its gradient over the batch, as an item of the gradients
+// kernel computes it; p is -1 for an item that only adds a part.
+typedef struct {
+    int p;
+    float g;
+} ParamGradient;
+
+// Flat parameter p's gradient over the batch, for the lane-0 item: item lid of a group is lane
+// lid / GRAD_PARAMS of flat parameter group * GRAD_PARAMS + lid % GRAD_PARAMS (neighbouring items,
+// neighbouring parameters); the lanes' sums meet in `sums` and lane 0 adds them in order.
+inline ParamGradient flat_gradient(__global const float* acts, __global const float* deltas,
+                                   __global const float* partials, int count, SCRATCH float* sums) {
     const int lid = (int)get_local_id(0), q = lid % GRAD_PARAMS, lane = lid / GRAD_PARAMS;
-    const int p = (int)get_group_id(0) * GRAD_PARAMS + q;
+    const int j = (int)get_group_id(0) * GRAD_PARAMS + q, p = NETWORK_FLAT_PARAM(j);
     float g = 0.0f;
     NETWORK_GRADIENTS
     sums[lid] = g;
     SYNC();
-    if (lane > 0) return g;
-    for (int l = 1; l < GRAD_LANES; ++l) g += sums[l * GRAD_PARAMS + q];
-    return g;
+    ParamGradient out = {lane > 0 || j >= FLAT_FLOATS ? -1 : p, sums[q]};
+    for (int l = 1; l < GRAD_LANES; ++l) out.g += sums[l * GRAD_PARAMS + q];
+    return out;
 }
 
-// The parameter an item's batch_gradient is for, or -1 for the items that only add a part.
-inline int gradient_parameter(void) {
-    const int lid = (int)get_local_id(0), p = (int)get_group_id(0) * GRAD_PARAMS + lid % GRAD_PARAMS;
-    return lid < GRAD_PARAMS && p < PARAM_FLOATS ? p : -1;
+// Tile `tile` of a fully connected layer's weight gradients (O outputs, I inputs; delta_at, in_at:
+// its delta and its input in a sample's activations; w_at: its weights in the layout), tiles
+// ordered by rows, then by inputs: item (lane, q) sums its lane's samples for input i0 + q and
+// each of the rows o0 .. o0 + GRAD_ROWS - 1 (each sum as fc_weight_gradient's SUM_STRIDED adds it),
+// the sums meet in `sums` ([GRAD_ROWS][GRAD_LANES][GRAD_PARAMS]), and item r * GRAD_PARAMS + q adds
+// row r's lanes in lane order: fc_weight_gradient's result, bit for bit. p is -1 for an item with
+// no weight (past the tile's rows or the layer's edges).
+inline ParamGradient fc_weight_tile(__global const float* acts, __global const float* deltas, int count, int O,
+                                    int I, int delta_at, int in_at, int w_at, int tile, SCRATCH float* sums) {
+    const int lid = (int)get_local_id(0), q = lid % GRAD_PARAMS, lane = lid / GRAD_PARAMS;
+    const int tiles_across = (I + GRAD_PARAMS - 1) / GRAD_PARAMS;
+    const int o0 = tile / tiles_across * GRAD_ROWS, i = tile % tiles_across * GRAD_PARAMS + q;
+    // Items and rows past the layer's edges read its last input and output, and write nothing.
+    __global const float* x = acts + in_at + min(i, I - 1);
+    int row[GRAD_ROWS];
+    float a[GRAD_ROWS][4];
+    for (int r = 0; r < GRAD_ROWS; ++r) {
+        row[r] = delta_at + min(o0 + r, O - 1);
+        a[r][0] = a[r][1] = a[r][2] = a[r][3] = 0.0f;
+    }
+#define TILE_INPUT(s) x[(size_t)(s) * ACT_FLOATS]
+#define TILE_DELTA(s, r) deltas[(size_t)(s) * ACT_FLOATS + row[r]]
+    int s = lane;
+    for (; s + 3 * GRAD_LANES < count; s += 4 * GRAD_LANES) {
+        const float x0 = TILE_INPUT(s), x1 = TILE_INPUT(s + GRAD_LANES), x2 = TILE_INPUT(s + 2 * GRAD_LANES),
+                    x3 = TILE_INPUT(s + 3 * GRAD_LANES);
+        for (int r = 0; r < GRAD_ROWS; ++r) {
+            a[r][0] += TILE_DELTA(s, r) * x0;
+            a[r][1] += TILE_DELTA(s + GRAD_LANES, r) * x1;
+            a[r][2] += TILE_DELTA(s + 2 * GRAD_LANES, r) * x2;
+            a[r][3] += TILE_DELTA(s + 3 * GRAD_LANES, r) * x3;
+        }
+    }
+    for (; s < count; s += GRAD_LANES) {
+        const float x0 = TILE_INPUT(s);
+        for (int r = 0; r < GRAD_ROWS; ++r) a[r][0] += TILE_DELTA(s, r) * x0;
+    }
+#undef TILE_INPUT
+#undef TILE_DELTA
+    for (int r = 0; r < GRAD_ROWS; ++r)
+        sums[(r * GRAD_LANES + lane) * GRAD_PARAMS + q] = 0.0f + ((a[r][0] + a[r][1]) + (a[r][2] + a[r][3]));
+    SYNC();
+    const int r = min(lid / GRAD_PARAMS, GRAD_ROWS - 1);
+    ParamGradient out = {lid / GRAD_PARAMS >= GRAD_ROWS || o0 + r >= O || i >= I ? -1 : w_at + (o0 + r) * I + i,
+                         sums[r * GRAD_LANES * GRAD_PARAMS + q]};
+    for (int l = 1; l < GRAD_LANES; ++l) out.g += sums[(r * GRAD_LANES + l) * GRAD_PARAMS + q];
+    return out;
+}
+
+// The parameter this item computes the batch's gradient of, if any: a flat group's or a tile's.
+// Every item of the group must call it.
+inline ParamGradient batch_gradient(__global const float* acts, __global const float* deltas,
+                                    __global const float* partials, int count, SCRATCH float* sums) {
+    int tile = (int)get_group_id(0) - FLAT_GROUPS;  // NETWORK_FC_TILES counts it down layer by layer
+    if (tile < 0) return flat_gradient(acts, deltas, partials, count, sums);
+    NETWORK_FC_TILES
+    const ParamGradient none = {-1, 0.0f};
+    return none;
 }
 
 // Every parameter's gradient (zero in the layout's padding), overwritten.
-// NDRange (ceil(PARAM_FLOATS / GRAD_PARAMS) * GRAD_PARAMS * GRAD_LANES), work-group GRAD_PARAMS * GRAD_LANES.
+// NDRange (GRAD_GROUPS * GRAD_PARAMS * GRAD_LANES), work-group GRAD_PARAMS * GRAD_LANES.
 __kernel __attribute__((reqd_work_group_size(GRAD_PARAMS * GRAD_LANES, 1, 1))) void gradients(
     __global const float* acts, __global const float* deltas, __global const float* partials, int count,
     __global float* grads SUMS_ARG) {
     SUMS_AREA;
-    const float g = batch_gradient(acts, deltas, partials, count, sums);
-    const int p = gradient_parameter();
-    if (p >= 0) grads[p] = g;
+    const ParamGradient pg = batch_gradient(acts, deltas, partials, count, sums);
+    if (pg.p >= 0) grads[pg.p] = pg.g;
 }
 
 // The gradients kernel, then the update from the gradient in a register (sgd_momentum's
@@ -168,11 +237,10 @@ __kernel __attribute__((reqd_work_group_size(GRAD_PARAMS * GRAD_LANES, 1, 1))) v
     __global float* grads, __global float* params, __global float* velocity, float lr, float momentum,
     float weight_decay SUMS_ARG) {
     SUMS_AREA;
-    const float g = batch_gradient(acts, deltas, partials, count, sums);
-    const int p = gradient_parameter();
-    if (p < 0) return;
-    grads[p] = g;
-    sgd_step(params, velocity, p, g, lr, momentum, weight_decay);
+    const ParamGradient pg = batch_gradient(acts, deltas, partials, count, sums);
+    if (pg.p < 0) return;
+    grads[pg.p] = pg.g;
+    sgd_step(params, velocity, pg.p, pg.g, lr, momentum, weight_decay);
 }
 
 // Batch 1: a parameter's gradient is its one sample's term, so one item per parameter computes it.

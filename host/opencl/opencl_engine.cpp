@@ -173,10 +173,10 @@ void OpenCLEngine::plan_batch(int capacity) {
         backward_.run.kernel.setArg(5, work_);
         step_.run.kernel.setArg(13, work_);
     }
-    // One work-group of wg_ items per grad_params_ parameters.
+    // Work-groups of wg_ items: grad_params_ flat parameters, or a tile of a fully connected layer's weights.
     gradients_ = {{kernel(program_, "gradients", acts_, deltas_, partials_, 0, grads_), {}, {}, "gradients"},
                   false,
-                  (layout_.size() + grad_params_ - 1) / grad_params_ * wg_,
+                  sample_.gradient_groups * wg_,
                   3};
     // A fused step's gradients and update; the learning rate, momentum and weight decay are set by update().
     gradients_update_ = {{kernel(program_, "gradients_update", acts_, deltas_, partials_, 0, grads_, params_, velocity_,
@@ -184,7 +184,7 @@ void OpenCLEngine::plan_batch(int capacity) {
                           {}, {}, "gradients_update"},
                          false, gradients_.items, 3};
     if (!local) {
-        sums_ = rt_->buffer(gradients_.items * sizeof(float));
+        sums_ = rt_->buffer(gradients_.items * (wg_ / grad_params_) * sizeof(float));  // GRAD_ROWS sums an item
         gradients_.run.kernel.setArg(5, sums_);
         gradients_update_.run.kernel.setArg(10, sums_);
     }

@@ -152,6 +152,39 @@ void spread_first(const Network& net, const DeviceLayout& layout, int lanes, Sam
     s << "#define NETWORK_STEP_GRADIENTS \\\n" << gr.str() << "\n";
 }
 
+// The gradients kernel's work-groups (step.cl's batch_gradient): the flat ranges (the layout but
+// the fully connected layers' weights) GRAD_PARAMS parameters a group, then each fully connected
+// layer's weights in tiles of GRAD_ROWS (= grad_lanes) outputs by GRAD_PARAMS inputs.
+void write_gradient_groups(const std::vector<LayerSpec>& layers, const DeviceLayout& layout, size_t pairs_end,
+                     int grad_params, int grad_lanes, SampleProgram& p, std::ostringstream& s) {
+    const size_t P = static_cast<size_t>(grad_params), rows = static_cast<size_t>(grad_lanes);
+    std::ostringstream flat, tiles;
+    size_t flat_floats = 0, at = 0, tile_groups = 0;
+    // A flat range [at, end) of the layout: the flat parameters from flat_floats on.
+    const auto range = [&](size_t end) {
+        if (end == at) return;
+        flat << "(j) < " << flat_floats + (end - at) << " ? (j) - " << flat_floats << " + " << at << " : ";
+        flat_floats += end - at;
+    };
+    for (size_t k = pairs_end; k < layers.size(); ++k) {
+        const auto& w = layout.weights(k);
+        range(w.device);
+        at = w.device + w.count;
+        const size_t O = static_cast<size_t>(layers[k].out.size()), I = static_cast<size_t>(layers[k].in.size());
+        const size_t n = (O + rows - 1) / rows * ((I + P - 1) / P);
+        tiles << "    if (tile < " << n << ") return fc_weight_tile(acts, deltas, count, " << O << ", " << I << ", "
+              << p.output_at[k] << ", " << (k ? p.output_at[k - 1] : 0) << ", " << w.device
+              << ", tile, sums); \\\n    tile -= " << n << "; \\\n";
+        tile_groups += n;
+    }
+    range(layout.size());
+    const size_t flat_groups = (flat_floats + P - 1) / P;
+    p.gradient_groups = flat_groups + tile_groups;
+    s << "#define FLAT_FLOATS " << flat_floats << "\n#define FLAT_GROUPS " << flat_groups << "\n#define GRAD_GROUPS "
+      << p.gradient_groups << "\n#define NETWORK_FLAT_PARAM(j) (" << flat.str() << "PARAM_FLOATS)\n";
+    s << "#define NETWORK_FC_TILES \\\n" << tiles.str() << "\n";
+}
+
 }  // namespace
 
 const std::vector<SampleKnob>& sample_knobs() {
@@ -341,8 +374,10 @@ SampleProgram sample_program(const Network& net, const DeviceLayout& layout, int
         gr << "    if (p >= " << b.device << " && p < " << b.device + b.count
            << ") g = fc_bias_gradient(deltas, count, p - " << b.device << ", " << p.output_at[k] << ", lane); \\\n";
     }
-    s << "#define GRAD_PARAMS " << grad_params << "\n#define GRAD_LANES " << grad_lanes << "\n";
+    s << "#define GRAD_PARAMS " << grad_params << "\n#define GRAD_LANES " << grad_lanes << "\n#define GRAD_ROWS "
+      << grad_lanes << "\n";
     s << "#define NETWORK_GRADIENTS \\\n" << gr.str() << "\n";
+    write_gradient_groups(layers, layout, pairs_end, grad_params, grad_lanes, p, s);
     if (pairs_end == 0) {
         spread_first(net, layout, lanes, p, s);
         p.rows_per_group = G / static_cast<size_t>(lanes);

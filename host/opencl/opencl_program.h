@@ -24,6 +24,7 @@ struct SampleProgram {
     std::vector<size_t> output_at;     // layer k's output in them
     size_t run_begin = 0, run_floats = 0;         // the pairs' parameters: a span of the device layout
     size_t forward_work = 0, backward_work = 0;  // floats of a work-group's work area per kernel
+    size_t gradient_groups = 0;                  // the gradients kernel's work-groups (GRAD_GROUPS)
     // A network that starts fully connected has the batch-1 kernels of step.cl's SPREAD_FIRST:
     // first_forward (the first layer's first_outputs rows, rows_per_group in each group),
     // tail_step and step_update (the tail: the parameters from tail_begin on; tail_work floats of
@@ -50,7 +51,7 @@ std::string sample_refusal(const Network& net);
 
 // group: items per sample's work-group (SG); lanes: items per fully connected output row (LANES);
 // the gradients kernel's work-groups: grad_params parameters times grad_lanes lanes (GRAD_PARAMS,
-// GRAD_LANES). Throws Error (sample_refusal's) when the network is not of the form above.
+// GRAD_LANES; a fully connected layer's weights go in tiles of grad_lanes outputs by grad_params inputs). Throws Error (sample_refusal's) when the network is not of the form above.
 SampleProgram sample_program(const Network& net, const DeviceLayout& layout, int group, int lanes, int grad_params,
                              int grad_lanes);
 
