@@ -228,8 +228,8 @@ inline void fc_backward(SCRATCH const float* d, __global const float* W, int I, 
 // Pair backward, from dpool [OC][PH][PW] (the subsampling's delta) and the pair's input and
 // convolution output (stored by pair_forward):
 // 1. the convolution's delta dc[o][cy][cx] = act'(conv_out) * coef[o] * dpool[o][cy/PK][cx/PK], kept with
-//    `pad` zeros around each map (pad = K-1 when has_prev, so step 3 needs no bounds checks), and
-//    the input staged in x [IC][IH][IW];
+//    `pad` zeros around each map (pad = K-1 when has_prev, so step 3 needs no bounds checks; maps DS
+//    floats apart), and the input staged in x [IC][IH][XW];
 // 2. the sample's share of the pair's gradients ("taps": every connection's K x K weights, then
 //    each map's conv bias, pool coefficient and pool bias), written to part at w_at, b_at, coef_at
 //    and pool_bias_at; the gradient kernel adds the samples' shares. When there are fewer taps
@@ -249,15 +249,19 @@ inline void pair_backward(SCRATCH const float* dpool, __global const float* conv
                           __global float* d_prev_out) {
     const int lid = (int)get_local_id(0), M = IH * IW, C = CH * CW, P = PH * PW, KK = K * K;
     const int pad = has_prev ? K - 1 : 0, DH = CH + 2 * pad, DW = CW + 2 * pad, D = DH * DW;
+    // The staged rows and the delta's maps are an odd number of floats apart (XW, DS), so that the
+    // items of step 2a, which read K rows (or several maps) at the same column, hit different
+    // __local banks: with C1's 32-wide rows they all hit one (5-way bank conflicts).
+    const int XW = IW | 1, XM = IH * XW, DS = D | 1;
     for (int e = lid; e < OC * D; e += SG) {
         const int o = e / D, cy = e % D / DW - pad, cx = e % DW - pad;
         float v = 0.0f;
         if (cy >= 0 && cy < CH && cx >= 0 && cx < CW)
             v = activation_grad(conv_act, conv_out[(o * CH + cy) * CW + cx]) * coef[o] *
                 dpool[(o * PH + cy / PK) * PW + cx / PK];
-        dc[e] = v;
+        dc[o * DS + e % D] = v;
     }
-    for (int e = lid; e < IC * M; e += SG) x[e] = in[e];
+    for (int e = lid; e < IC * M; e += SG) x[e / IW * XW + e % IW] = in[e];
     SYNC();
 
     // 2a. The weights: an item sums a row (j, ky) of K taps, sliding along each input row, so that
@@ -270,12 +274,12 @@ inline void pair_backward(SCRATCH const float* dpool, __global const float* conv
         for (int kx = 0; kx < K; ++kx) v[kx] = 0.0f;
         if (active) {
             const int j = t / K, ky = t % K;
-            SCRATCH const float* xj = x + conn_in[j] * M + ky * IW;
-            SCRATCH const float* dco = dc + conn_out[j] * D + pad * DW + pad;
+            SCRATCH const float* xj = x + conn_in[j] * XM + ky * XW;
+            SCRATCH const float* dco = dc + conn_out[j] * DS + pad * DW + pad;
             for (int cy = lane; cy < CH; cy += row_lanes)
                 for (int cx = 0; cx < CW; ++cx) {
                     const float d = dco[cy * DW + cx];
-                    for (int kx = 0; kx < K; ++kx) v[kx] += d * xj[cy * IW + cx + kx];
+                    for (int kx = 0; kx < K; ++kx) v[kx] += d * xj[cy * XW + cx + kx];
                 }
         }
         for (int kx = 0; kx < K; ++kx) {
@@ -291,7 +295,7 @@ inline void pair_backward(SCRATCH const float* dpool, __global const float* conv
         float v = 0.0f;
         int at = 0;
         if (active && t < OC) {
-            SCRATCH const float* dco = dc + o * D + pad * DW + pad;
+            SCRATCH const float* dco = dc + o * DS + pad * DW + pad;
             for (int cy = lane; cy < CH; cy += lanes)
                 for (int cx = 0; cx < CW; ++cx) v += dco[cy * DW + cx];
             at = b_at + o;
@@ -322,7 +326,7 @@ inline void pair_backward(SCRATCH const float* dpool, __global const float* conv
         for (int q = in_begin[i] + share; q < in_begin[i + 1]; q += parts) {
             const int j = in_conn[q];
             // dc[o][iy - ky][ix - kx], padded: always inside the padded map.
-            SCRATCH const float* dco = dc + conn_out[j] * D + (iy + pad) * DW + ix + pad;
+            SCRATCH const float* dco = dc + conn_out[j] * DS + (iy + pad) * DW + ix + pad;
             PAIR_PARAMS const float* wj = W + j * KK;
             for (int ky = 0; ky < K; ++ky)
                 for (int kx = 0; kx < K; ++kx) {
@@ -335,7 +339,7 @@ inline void pair_backward(SCRATCH const float* dpool, __global const float* conv
             for (int r = 0; r < R; ++r) d_prev[at + r] = sum[r];
         } else if (parts == 1) {
             for (int r = 0; r < R; ++r) {
-                const float v = activation_grad(prev_act, x[at + r]) * sum[r];
+                const float v = activation_grad(prev_act, x[(i * IH + iy) * XW + ix + r]) * sum[r];
                 d_prev[at + r] = v;
                 d_prev_out[at + r] = v;
             }
@@ -347,7 +351,7 @@ inline void pair_backward(SCRATCH const float* dpool, __global const float* conv
             const int i = lid / (IH * IR), iy = lid % (IH * IR) / IR, ix = lid % IR * R;
             const int at = (i * IH + iy) * IW + ix;
             for (int r = 0; r < R; ++r) {
-                const float v = activation_grad(prev_act, x[at + r]) * (sum[r] + d_prev[at + r]);
+                const float v = activation_grad(prev_act, x[(i * IH + iy) * XW + ix + r]) * (sum[r] + d_prev[at + r]);
                 d_prev[at + r] = v;
                 d_prev_out[at + r] = v;
             }

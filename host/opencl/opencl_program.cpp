@@ -254,10 +254,14 @@ SampleProgram sample_program(const Network& net, const DeviceLayout& layout, int
         if (pair_conv[k]) {
             // Backward keeps the convolution's delta padded by K-1 around each map, except in the first pair.
             const size_t pad = k ? static_cast<size_t>(l.kernel - 1) : 0;
-            most_input = std::max(most_input, static_cast<size_t>(l.in.size()));
+            // pair_backward's strides (sample_layers.cl): odd rows of the staged input, odd maps of the delta.
+            most_input = std::max(most_input, static_cast<size_t>(l.in.c) * static_cast<size_t>(l.in.h) *
+                                                  (static_cast<size_t>(l.in.w) | 1));
             most_conv = std::max(most_conv, out);
-            most_padded = std::max(most_padded, static_cast<size_t>(l.out.c) * (static_cast<size_t>(l.out.h) + 2 * pad) *
-                                                    (static_cast<size_t>(l.out.w) + 2 * pad));
+            most_padded = std::max(most_padded, static_cast<size_t>(l.out.c) *
+                                                    ((static_cast<size_t>(l.out.h) + 2 * pad) *
+                                                         (static_cast<size_t>(l.out.w) + 2 * pad) |
+                                                     1));
             continue;
         }
         fwd_out[k] = fwd.take(out);
