@@ -3,6 +3,8 @@
 //   SG              items of a sample's work-group (every per-sample kernel runs one group per sample)
 //   LANES           items that share one output row of a fully connected layer (forward)
 //   MAX_K           the largest convolution window edge
+//   INPUT_FLOATS, INPUT_W, INPUT_XW   a sample's input: its floats, its row's width, and its rows'
+//                   distance in the work area (odd before a first convolution, see pair_forward)
 //   ACT_FLOATS      floats of one sample's activations: its input, then every layer's output
 //   RUN_FLOATS      floats of the convolution pairs' parameters (a span of the device layout)
 //   PARAM_FLOATS    floats of the device layout (every parameter, with padding)

@@ -34,11 +34,13 @@
 
 // Pair forward, in two phases so that every item has work and short sums: convolution outputs
 // (stored in the work area, conv, and in conv_out), then one item per pooled output:
-// pool = act(coef[o] * the PK x PK sum + pool_bias[o]), stored in pool and pool_out.
+// pool = act(coef[o] * the PK x PK sum + pool_bias[o]), stored in pool and pool_out. The input x
+// is [IC][IH] rows of IW values, XW floats apart (the network's input: an odd number, so that items
+// reading several rows at one column hit different __local banks).
 // Each item computes RUN(CW, FWD_RUN) neighbouring convolution outputs of a row, which share their loads.
 inline void pair_forward(SCRATCH const float* x, PAIR_PARAMS const float* W, PAIR_PARAMS const float* bias,
                          PAIR_PARAMS const float* coef, PAIR_PARAMS const float* pool_bias,
-                         __constant const int* conn_begin, __constant const int* conn_in, int IH, int IW, int OC,
+                         __constant const int* conn_begin, __constant const int* conn_in, int IH, int IW, int XW, int OC,
                          int CH, int CW, int K, int conv_act, int PK, int PH, int PW, int pool_act, SCRATCH float* conv,
                          __global float* conv_out, SCRATCH float* pool, __global float* pool_out) {
     const int lid = (int)get_local_id(0), C = CH * CW, R = RUN(CW, FWD_RUN), CR = CW / R;
@@ -47,12 +49,12 @@ inline void pair_forward(SCRATCH const float* x, PAIR_PARAMS const float* W, PAI
         float sum[8];
         for (int r = 0; r < R; ++r) sum[r] = bias[o];
         for (int j = conn_begin[o]; j < conn_begin[o + 1]; ++j) {
-            SCRATCH const float* xj = x + (conn_in[j] * IH + cy) * IW + cx;
+            SCRATCH const float* xj = x + (conn_in[j] * IH + cy) * XW + cx;
             PAIR_PARAMS const float* wj = W + j * K * K;
             for (int ky = 0; ky < K; ++ky)
                 for (int kx = 0; kx < K; ++kx) {
                     const float w = wj[ky * K + kx];
-                    for (int r = 0; r < R; ++r) sum[r] += xj[ky * IW + kx + r] * w;
+                    for (int r = 0; r < R; ++r) sum[r] += xj[ky * XW + kx + r] * w;
                 }
         }
         for (int r = 0; r < R; ++r) {

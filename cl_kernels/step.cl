@@ -37,7 +37,8 @@
 #define PAIR_PARAMETERS(run_params) WEIGHTS const float* pp = run_params
 #endif
 
-// Sample s's forward, up to its first layer: the names NETWORK_FORWARD uses, its input copied in.
+// Sample s's forward, up to its first layer: the names NETWORK_FORWARD uses, its input copied in
+// (to the work area in rows of INPUT_W values, INPUT_XW floats apart).
 #define FORWARD_PROLOGUE(work_floats)                                                   \
     const int s = (int)get_group_id(0);                                                 \
     const size_t row = (size_t)rows[first + s];                                         \
@@ -49,7 +50,8 @@
     loss += slot + s;                                                                   \
     hit += slot + s;                                                                    \
     __global const float* input = inputs + row * INPUT_FLOATS;                          \
-    for (int e = (int)get_local_id(0); e < INPUT_FLOATS; e += SG) work[e] = act[e] = input[e]; \
+    for (int e = (int)get_local_id(0); e < INPUT_FLOATS; e += SG)                       \
+        work[e / INPUT_W * INPUT_XW + e % INPUT_W] = act[e] = input[e];                 \
     SYNC()
 
 // Forward over the batch, one group per sample: every layer's output, the loss and the hit (at

@@ -246,7 +246,10 @@ SampleProgram sample_program(const Network& net, const DeviceLayout& layout, int
     // convolution's delta (or a fully connected layer's part sums) and the tap sums.
     Area fwd, bwd;
     std::vector<size_t> fwd_out(L), bwd_delta(L);
-    fwd.take(static_cast<size_t>(net.input.size()));
+    // The input's copy in the work area: before a first convolution pair its rows are an odd number of
+    // floats apart (pair_forward's items read several rows at one column: __local bank conflicts).
+    const int input_xw = pairs_end > 0 ? net.input.w | 1 : net.input.w;
+    fwd.take(static_cast<size_t>(net.input.c) * static_cast<size_t>(net.input.h) * static_cast<size_t>(input_xw));
     size_t most_lanes = 0, most_input = 0, most_conv = 0, most_padded = 0;
     for (size_t k = 0; k < L; ++k) {
         const LayerSpec& l = layers[k];
@@ -283,6 +286,7 @@ SampleProgram sample_program(const Network& net, const DeviceLayout& layout, int
     for (size_t k = 0; k < pairs_end; k += 2) max_k = std::max(max_k, layers[k].kernel);
     s << "#define MAX_K " << max_k << "\n";
     s << "#define SG " << group << "\n#define LANES " << lanes << "\n#define INPUT_FLOATS " << net.input.size()
+      << "\n#define INPUT_W " << net.input.w << "\n#define INPUT_XW " << input_xw
       << "\n#define ACT_FLOATS " << p.act_floats << "\n#define RUN_FLOATS " << p.run_floats << "\n#define PARAM_FLOATS "
       << layout.size() << "\n#define FORWARD_WORK " << p.forward_work << "\n#define BACKWARD_WORK " << p.backward_work
       << "\n";
@@ -319,7 +323,8 @@ SampleProgram sample_program(const Network& net, const DeviceLayout& layout, int
             fw << "    pair_forward(work + " << in_work << ", pp + " << run_at(layout.weights(k)) << ", pp + "
                << run_at(layout.bias(k)) << ", pp + " << run_at(layout.weights(k + 1)) << ", pp + "
                << run_at(layout.bias(k + 1)) << ", conn_begin_" << n << ", conn_in_" << n << ", " << l.in.h << ", "
-               << l.in.w << ", " << pair_shape(k) << ", " << act_name(pool.activation) << ", work + " << conv_at << ", act + " << p.output_at[k]
+               << l.in.w << ", " << (k == 0 ? input_xw : l.in.w) << ", " << pair_shape(k) << ", "
+               << act_name(pool.activation) << ", work + " << conv_at << ", act + " << p.output_at[k]
                << ", work + " << fwd_out[k + 1] << ", act + " << p.output_at[k + 1] << "); \\\n";
             ++k;
         } else {
