@@ -10,7 +10,6 @@
 //   PARAM_FLOATS    floats of the device layout (every parameter, with padding)
 //   FORWARD_WORK, BACKWARD_WORK   floats of a group's work area in each kernel
 //   GRAD_PARAMS, GRAD_LANES   the gradients kernel's work-group: parameters times lanes (step.cl)
-//   GRAD_ROWS       outputs of a fully connected layer per tile of its weight gradients
 //   FLAT_FLOATS, FLAT_GROUPS, GRAD_GROUPS   the gradients kernel's flat parameters (all but the
 //                   fully connected weights), their work-groups, and all its work-groups
 //   NETWORK_FORWARD, NETWORK_BACKWARD, NETWORK_GRADIENTS, NETWORK_FLAT_PARAM, NETWORK_FC_TILES

@@ -340,8 +340,9 @@ inline void pair_backward(SCRATCH const float* dpool, __global const float* conv
         if (share == 1) {
             for (int r = 0; r < R; ++r) d_prev[at + r] = sum[r];
         } else if (parts == 1) {
+            const int xat = (i * IH + iy) * XW + ix;  // the same input in the staged rows
             for (int r = 0; r < R; ++r) {
-                const float v = activation_grad(prev_act, x[(i * IH + iy) * XW + ix + r]) * sum[r];
+                const float v = activation_grad(prev_act, x[xat + r]) * sum[r];
                 d_prev[at + r] = v;
                 d_prev_out[at + r] = v;
             }
@@ -351,9 +352,9 @@ inline void pair_backward(SCRATCH const float* dpool, __global const float* conv
         SYNC();
         if (lid < runs) {
             const int i = lid / (IH * IR), iy = lid % (IH * IR) / IR, ix = lid % IR * R;
-            const int at = (i * IH + iy) * IW + ix;
+            const int at = (i * IH + iy) * IW + ix, xat = (i * IH + iy) * XW + ix;
             for (int r = 0; r < R; ++r) {
-                const float v = activation_grad(prev_act, x[(i * IH + iy) * XW + ix + r]) * (sum[r] + d_prev[at + r]);
+                const float v = activation_grad(prev_act, x[xat + r]) * (sum[r] + d_prev[at + r]);
                 d_prev[at + r] = v;
                 d_prev_out[at + r] = v;
             }

@@ -21,10 +21,10 @@
 
 // The gradients kernel's lane sums: __local for gpu-local, else this group's slice of sums_buffer.
 #ifdef MEM_LOCAL
-#define SUMS_AREA __local float sums[GRAD_PARAMS * GRAD_LANES * GRAD_ROWS]
+#define SUMS_AREA __local float sums[GRAD_PARAMS * GRAD_LANES * GRAD_LANES]
 #define SUMS_ARG
 #else
-#define SUMS_AREA __global float* sums = sums_buffer + (size_t)get_group_id(0) * GRAD_PARAMS * GRAD_LANES * GRAD_ROWS
+#define SUMS_AREA __global float* sums = sums_buffer + (size_t)get_group_id(0) * GRAD_PARAMS * GRAD_LANES * GRAD_LANES
 #define SUMS_ARG , __global float* sums_buffer
 #endif
 
@@ -132,9 +132,9 @@ inline float fc_bias_gradient(__global const float* deltas, int count, int o, in
 // first FLAT_GROUPS take GRAD_PARAMS parameters each of the flat ranges (every parameter but the
 // fully connected layers' weights: the pairs' span, the biases, the padding; NETWORK_FLAT_PARAM
 // maps the j-th to its place in the layout), through NETWORK_GRADIENTS. The others take a tile of
-// a fully connected layer's weights each (NETWORK_FC_TILES): GRAD_ROWS outputs by GRAD_PARAMS
-// inputs, so that an item reads a sample's input once for GRAD_ROWS weights, where one item a
-// weight read it once per weight (C5's inputs, 49 MB a step at batch 256 on LeNet-5).
+// a fully connected layer's weights each (NETWORK_FC_TILES): GRAD_LANES outputs by GRAD_PARAMS
+// inputs (as many weights as items), so that an item reads a sample's input once for GRAD_LANES
+// weights, where one item a weight read it once per weight (C5's inputs, 49 MB a step at batch 256 on LeNet-5).
 // Either way a gradient is the same sum in the same order: each lane's SUM_STRIDED, then the
 // lanes added in lane order.
 
@@ -156,7 +156,10 @@ inline ParamGradient flat_gradient(__global const float* acts, __global const fl
     NETWORK_GRADIENTS
     sums[lid] = g;
     SYNC();
-    ParamGradient out = {lane > 0 || j >= FLAT_FLOATS ? -1 : p, sums[q]};
+    ParamGradient out = {-1, 0.0f};
+    if (lane > 0 || j >= FLAT_FLOATS) return out;
+    out.p = p;
+    out.g = sums[q];  // lane 0's own sum, read back like the others' (PoCL lost it kept in g across the barrier)
     for (int l = 1; l < GRAD_LANES; ++l) out.g += sums[l * GRAD_PARAMS + q];
     return out;
 }
@@ -164,20 +167,20 @@ inline ParamGradient flat_gradient(__global const float* acts, __global const fl
 // Tile `tile` of a fully connected layer's weight gradients (O outputs, I inputs; delta_at, in_at:
 // its delta and its input in a sample's activations; w_at: its weights in the layout), tiles
 // ordered by rows, then by inputs: item (lane, q) sums its lane's samples for input i0 + q and
-// each of the rows o0 .. o0 + GRAD_ROWS - 1 (each sum as fc_weight_gradient's SUM_STRIDED adds it),
-// the sums meet in `sums` ([GRAD_ROWS][GRAD_LANES][GRAD_PARAMS]), and item r * GRAD_PARAMS + q adds
-// row r's lanes in lane order: fc_weight_gradient's result, bit for bit. p is -1 for an item with
-// no weight (past the tile's rows or the layer's edges).
+// each of the rows o0 .. o0 + GRAD_LANES - 1 (each sum as fc_weight_gradient's SUM_STRIDED adds
+// it), the sums meet in `sums` ([GRAD_LANES rows][GRAD_LANES lanes][GRAD_PARAMS]), and item
+// (r, q) then adds row o0 + r's lanes in lane order: fc_weight_gradient's result, bit for bit. p is
+// -1 for an item with no weight (past the layer's edges).
 inline ParamGradient fc_weight_tile(__global const float* acts, __global const float* deltas, int count, int O,
                                     int I, int delta_at, int in_at, int w_at, int tile, SCRATCH float* sums) {
     const int lid = (int)get_local_id(0), q = lid % GRAD_PARAMS, lane = lid / GRAD_PARAMS;
     const int tiles_across = (I + GRAD_PARAMS - 1) / GRAD_PARAMS;
-    const int o0 = tile / tiles_across * GRAD_ROWS, i = tile % tiles_across * GRAD_PARAMS + q;
+    const int o0 = tile / tiles_across * GRAD_LANES, i = tile % tiles_across * GRAD_PARAMS + q;
     // Items and rows past the layer's edges read its last input and output, and write nothing.
     __global const float* x = acts + in_at + min(i, I - 1);
-    int row[GRAD_ROWS];
-    float a[GRAD_ROWS][4];
-    for (int r = 0; r < GRAD_ROWS; ++r) {
+    int row[GRAD_LANES];
+    float a[GRAD_LANES][4];
+    for (int r = 0; r < GRAD_LANES; ++r) {
         row[r] = delta_at + min(o0 + r, O - 1);
         a[r][0] = a[r][1] = a[r][2] = a[r][3] = 0.0f;
     }
@@ -187,7 +190,7 @@ inline ParamGradient fc_weight_tile(__global const float* acts, __global const f
     for (; s + 3 * GRAD_LANES < count; s += 4 * GRAD_LANES) {
         const float x0 = TILE_INPUT(s), x1 = TILE_INPUT(s + GRAD_LANES), x2 = TILE_INPUT(s + 2 * GRAD_LANES),
                     x3 = TILE_INPUT(s + 3 * GRAD_LANES);
-        for (int r = 0; r < GRAD_ROWS; ++r) {
+        for (int r = 0; r < GRAD_LANES; ++r) {
             a[r][0] += TILE_DELTA(s, r) * x0;
             a[r][1] += TILE_DELTA(s + GRAD_LANES, r) * x1;
             a[r][2] += TILE_DELTA(s + 2 * GRAD_LANES, r) * x2;
@@ -196,16 +199,18 @@ inline ParamGradient fc_weight_tile(__global const float* acts, __global const f
     }
     for (; s < count; s += GRAD_LANES) {
         const float x0 = TILE_INPUT(s);
-        for (int r = 0; r < GRAD_ROWS; ++r) a[r][0] += TILE_DELTA(s, r) * x0;
+        for (int r = 0; r < GRAD_LANES; ++r) a[r][0] += TILE_DELTA(s, r) * x0;
     }
 #undef TILE_INPUT
 #undef TILE_DELTA
-    for (int r = 0; r < GRAD_ROWS; ++r)
+    for (int r = 0; r < GRAD_LANES; ++r)
         sums[(r * GRAD_LANES + lane) * GRAD_PARAMS + q] = 0.0f + ((a[r][0] + a[r][1]) + (a[r][2] + a[r][3]));
     SYNC();
-    const int r = min(lid / GRAD_PARAMS, GRAD_ROWS - 1);
-    ParamGradient out = {lid / GRAD_PARAMS >= GRAD_ROWS || o0 + r >= O || i >= I ? -1 : w_at + (o0 + r) * I + i,
-                         sums[r * GRAD_LANES * GRAD_PARAMS + q]};
+    ParamGradient out = {-1, 0.0f};
+    const int r = lane;  // the row this item adds up
+    if (o0 + r >= O || i >= I) return out;
+    out.p = w_at + (o0 + r) * I + i;
+    out.g = sums[r * GRAD_LANES * GRAD_PARAMS + q];
     for (int l = 1; l < GRAD_LANES; ++l) out.g += sums[(r * GRAD_LANES + l) * GRAD_PARAMS + q];
     return out;
 }
@@ -218,7 +223,7 @@ inline ParamGradient batch_gradient(__global const float* acts, __global const f
     if (tile < 0) return flat_gradient(acts, deltas, partials, count, sums);
     NETWORK_FC_TILES
     const ParamGradient none = {-1, 0.0f};
-    return none;
+    return none;  // (no tile is past the last)
 }
 
 // Every parameter's gradient (zero in the layout's padding), overwritten.

@@ -184,7 +184,7 @@ void OpenCLEngine::plan_batch(int capacity) {
                           {}, {}, "gradients_update"},
                          false, gradients_.items, 3};
     if (!local) {
-        sums_ = rt_->buffer(gradients_.items * (wg_ / grad_params_) * sizeof(float));  // GRAD_ROWS sums an item
+        sums_ = rt_->buffer(gradients_.items * (wg_ / grad_params_) * sizeof(float));  // a sum per lane of a tile's rows
         gradients_.run.kernel.setArg(5, sums_);
         gradients_update_.run.kernel.setArg(10, sums_);
     }

@@ -152,11 +152,19 @@ void spread_first(const Network& net, const DeviceLayout& layout, int lanes, Sam
     s << "#define NETWORK_STEP_GRADIENTS \\\n" << gr.str() << "\n";
 }
 
+// Where layer k's input is in a sample's activations (the network's input, or layer k-1's output).
+size_t input_at(const SampleProgram& p, size_t k) { return k ? p.output_at[k - 1] : 0; }
+
+// The distance between rows (or maps) in the work area where a layer function's items read several
+// at one column: an odd number of floats, so that they fall in different __local banks
+// (sample_layers.cl's pair_forward and pair_backward use the same rule).
+size_t bank_stride(size_t floats) { return floats | 1; }
+
 // The gradients kernel's work-groups (step.cl's batch_gradient): the flat ranges (the layout but
 // the fully connected layers' weights) GRAD_PARAMS parameters a group, then each fully connected
-// layer's weights in tiles of GRAD_ROWS (= grad_lanes) outputs by GRAD_PARAMS inputs.
+// layer's weights in tiles of GRAD_LANES outputs by GRAD_PARAMS inputs.
 void write_gradient_groups(const std::vector<LayerSpec>& layers, const DeviceLayout& layout, size_t pairs_end,
-                     int grad_params, int grad_lanes, SampleProgram& p, std::ostringstream& s) {
+                           int grad_params, int grad_lanes, SampleProgram& p, std::ostringstream& s) {
     const size_t P = static_cast<size_t>(grad_params), rows = static_cast<size_t>(grad_lanes);
     std::ostringstream flat, tiles;
     size_t flat_floats = 0, at = 0, tile_groups = 0;
@@ -173,7 +181,7 @@ void write_gradient_groups(const std::vector<LayerSpec>& layers, const DeviceLay
         const size_t O = static_cast<size_t>(layers[k].out.size()), I = static_cast<size_t>(layers[k].in.size());
         const size_t n = (O + rows - 1) / rows * ((I + P - 1) / P);
         tiles << "    if (tile < " << n << ") return fc_weight_tile(acts, deltas, count, " << O << ", " << I << ", "
-              << p.output_at[k] << ", " << (k ? p.output_at[k - 1] : 0) << ", " << w.device
+              << p.output_at[k] << ", " << input_at(p, k) << ", " << w.device
               << ", tile, sums); \\\n    tile -= " << n << "; \\\n";
         tile_groups += n;
     }
@@ -233,7 +241,6 @@ SampleProgram sample_program(const Network& net, const DeviceLayout& layout, int
         p.output_at.push_back(p.act_floats);
         p.act_floats += static_cast<size_t>(l.out.size());
     }
-    auto input_at = [&](size_t k) { return k ? p.output_at[k - 1] : size_t{0}; };
     if (pairs_end > 0) {
         p.run_begin = layout.weights(0).device;
         p.run_floats = layout.bias(pairs_end - 1).device + layout.bias(pairs_end - 1).count - p.run_begin;
@@ -248,8 +255,8 @@ SampleProgram sample_program(const Network& net, const DeviceLayout& layout, int
     std::vector<size_t> fwd_out(L), bwd_delta(L);
     // The input's copy in the work area: before a first convolution pair its rows are an odd number of
     // floats apart (pair_forward's items read several rows at one column: __local bank conflicts).
-    const int input_xw = pairs_end > 0 ? net.input.w | 1 : net.input.w;
-    fwd.take(static_cast<size_t>(net.input.c) * static_cast<size_t>(net.input.h) * static_cast<size_t>(input_xw));
+    const size_t input_w = static_cast<size_t>(net.input.w), input_xw = pairs_end > 0 ? bank_stride(input_w) : input_w;
+    fwd.take(static_cast<size_t>(net.input.c) * static_cast<size_t>(net.input.h) * input_xw);
     size_t most_lanes = 0, most_input = 0, most_conv = 0, most_padded = 0;
     for (size_t k = 0; k < L; ++k) {
         const LayerSpec& l = layers[k];
@@ -259,12 +266,11 @@ SampleProgram sample_program(const Network& net, const DeviceLayout& layout, int
             const size_t pad = k ? static_cast<size_t>(l.kernel - 1) : 0;
             // pair_backward's strides (sample_layers.cl): odd rows of the staged input, odd maps of the delta.
             most_input = std::max(most_input, static_cast<size_t>(l.in.c) * static_cast<size_t>(l.in.h) *
-                                                  (static_cast<size_t>(l.in.w) | 1));
+                                                  bank_stride(static_cast<size_t>(l.in.w)));
             most_conv = std::max(most_conv, out);
             most_padded = std::max(most_padded, static_cast<size_t>(l.out.c) *
-                                                    ((static_cast<size_t>(l.out.h) + 2 * pad) *
-                                                         (static_cast<size_t>(l.out.w) + 2 * pad) |
-                                                     1));
+                                                    bank_stride((static_cast<size_t>(l.out.h) + 2 * pad) *
+                                                                (static_cast<size_t>(l.out.w) + 2 * pad)));
             continue;
         }
         fwd_out[k] = fwd.take(out);
@@ -323,7 +329,7 @@ SampleProgram sample_program(const Network& net, const DeviceLayout& layout, int
             fw << "    pair_forward(work + " << in_work << ", pp + " << run_at(layout.weights(k)) << ", pp + "
                << run_at(layout.bias(k)) << ", pp + " << run_at(layout.weights(k + 1)) << ", pp + "
                << run_at(layout.bias(k + 1)) << ", conn_begin_" << n << ", conn_in_" << n << ", " << l.in.h << ", "
-               << l.in.w << ", " << (k == 0 ? input_xw : l.in.w) << ", " << pair_shape(k) << ", "
+               << l.in.w << ", " << (k == 0 ? input_xw : static_cast<size_t>(l.in.w)) << ", " << pair_shape(k) << ", "
                << act_name(pool.activation) << ", work + " << conv_at << ", act + " << p.output_at[k]
                << ", work + " << fwd_out[k + 1] << ", act + " << p.output_at[k + 1] << "); \\\n";
             ++k;
@@ -356,7 +362,7 @@ SampleProgram sample_program(const Network& net, const DeviceLayout& layout, int
         const std::string n = std::to_string(k);
         const bool prev = k > 0;
         bw << "    pair_backward(work + " << bwd_delta[k + 1] << ", act + " << p.output_at[k] << ", act + "
-           << input_at(k) << ", pp + " << run_at(layout.weights(k)) << ", pp + " << run_at(layout.weights(k + 1))
+           << input_at(p, k) << ", pp + " << run_at(layout.weights(k)) << ", pp + " << run_at(layout.weights(k + 1))
            << ", conn_begin_" << n << ", conn_in_" << n << ", conn_out_" << n << ", in_begin_" << n << ", in_conn_" << n
            << ", " << l.in.c << ", " << l.in.h << ", " << l.in.w << ", " << pair_shape(k) << ", work + " << stage_at
            << ", work + " << dc_at << ", work + " << red_at << ", part, " << run_at(layout.weights(k)) << ", "
@@ -379,12 +385,11 @@ SampleProgram sample_program(const Network& net, const DeviceLayout& layout, int
         const int I = layers[k].in.size();
         gr << "    if (p >= " << w.device << " && p < " << w.device + w.count
            << ") g = fc_weight_gradient(acts, deltas, count, (p - " << w.device << ") / " << I << ", (p - "
-           << w.device << ") % " << I << ", " << p.output_at[k] << ", " << input_at(k) << ", lane); \\\n";
+           << w.device << ") % " << I << ", " << p.output_at[k] << ", " << input_at(p, k) << ", lane); \\\n";
         gr << "    if (p >= " << b.device << " && p < " << b.device + b.count
            << ") g = fc_bias_gradient(deltas, count, p - " << b.device << ", " << p.output_at[k] << ", lane); \\\n";
     }
-    s << "#define GRAD_PARAMS " << grad_params << "\n#define GRAD_LANES " << grad_lanes << "\n#define GRAD_ROWS "
-      << grad_lanes << "\n";
+    s << "#define GRAD_PARAMS " << grad_params << "\n#define GRAD_LANES " << grad_lanes << "\n";
     s << "#define NETWORK_GRADIENTS \\\n" << gr.str() << "\n";
     write_gradient_groups(layers, layout, pairs_end, grad_params, grad_lanes, p, s);
     if (pairs_end == 0) {

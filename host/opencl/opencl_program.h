@@ -51,7 +51,8 @@ std::string sample_refusal(const Network& net);
 
 // group: items per sample's work-group (SG); lanes: items per fully connected output row (LANES);
 // the gradients kernel's work-groups: grad_params parameters times grad_lanes lanes (GRAD_PARAMS,
-// GRAD_LANES; a fully connected layer's weights go in tiles of grad_lanes outputs by grad_params inputs). Throws Error (sample_refusal's) when the network is not of the form above.
+// GRAD_LANES; a fully connected layer's weights go in tiles of grad_lanes outputs by grad_params
+// inputs). Throws Error (sample_refusal's) when the network is not of the form above.
 SampleProgram sample_program(const Network& net, const DeviceLayout& layout, int group, int lanes, int grad_params,
                              int grad_lanes);
 

@@ -126,5 +126,4 @@ std::optional<TuningEntry> find_tuning(const std::vector<TuningEntry>& entries, 
     return std::nullopt;
 }
 
-
 }  // namespace lenet5
