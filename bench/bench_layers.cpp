@@ -99,6 +99,32 @@ void layer_batch(benchmark::State& state, const HostOps* ops, const Network& net
     state.SetItemsProcessed(state.iterations() * count);
 }
 
+// A group of ops->lanes samples through one layer at once (HostOps::forward_lanes /
+// backward_lanes), as HostEngine runs the layers before the tail.
+void layer_lanes(benchmark::State& state, const HostOps* ops, const Network& net, size_t k, bool backward) {
+    const LayerSpec& l = net.layers[k];
+    Rng rng(5);
+    const std::vector<float> params = init_params(net, 1);
+    const size_t n = static_cast<size_t>(ops->lanes);
+    const std::vector<float> in = random_vector(n * static_cast<size_t>(l.in.size()), rng);
+    const std::vector<float> dout = random_vector(n * static_cast<size_t>(l.out.size()), rng);
+    std::vector<float> out(dout.size()), d(dout.size()), din(in.size()), grads(params.size(), 0.0f);
+    ops->forward_lanes(l, params.data(), in.data(), out.data());
+    for (auto _ : state) {
+        if (backward) {
+            std::copy(dout.begin(), dout.end(), d.begin());
+            ops->backward_lanes(l, params.data(), in.data(), out.data(), d.data(), k == 0 ? nullptr : din.data(),
+                                grads.data());
+        } else {
+            ops->forward_lanes(l, params.data(), in.data(), out.data());
+        }
+        benchmark::DoNotOptimize(grads.data());
+        benchmark::DoNotOptimize(out.data());
+        benchmark::ClobberMemory();
+    }
+    state.SetItemsProcessed(state.iterations() * ops->lanes);
+}
+
 void update(benchmark::State& state, const HostOps* ops, const Network& net) {
     Rng rng(6);
     std::vector<float> p = init_params(net, 1), v(p.size(), 0.0f), g = random_vector(p.size(), rng);
@@ -171,6 +197,13 @@ void register_all() {
             const std::string tail = net.layers[k].name + "/" + name + "/batch:32";
             benchmark::RegisterBenchmark(("forward/" + tail).c_str(), layer_batch, o, net, k, 32, false);
             benchmark::RegisterBenchmark(("backward/" + tail).c_str(), layer_batch, o, net, k, 32, true);
+        }
+    for (size_t k = 0; k < net.layers.size(); ++k)
+        for (const auto& [name, o] : ops) {
+            if (!o->lanes_supported || !o->lanes_supported(net.layers[k])) continue;
+            const std::string group = net.layers[k].name + "/" + name + "/lanes:" + std::to_string(o->lanes);
+            benchmark::RegisterBenchmark(("forward/" + group).c_str(), layer_lanes, o, net, k, false);
+            benchmark::RegisterBenchmark(("backward/" + group).c_str(), layer_lanes, o, net, k, true);
         }
     for (const auto& [name, o] : ops) benchmark::RegisterBenchmark(("update/" + name).c_str(), update, o, net);
 

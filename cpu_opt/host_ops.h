@@ -69,6 +69,18 @@ struct HostOps {
     // the weights: bit for bit outer_grads into g, then update(p, v, g, n, lr, 0, 0) on the
     // layer's range (for finite parameters and velocity; v is not written).
     void (*sgd_outer)(const LayerSpec& layer, float* params, const float* x, const float* d, float lr) = nullptr;
+
+    // Optional (0 and null in `cpu`): the layers before the batched tail over a group of `lanes`
+    // samples at once, one per vector lane (cpu_opt/simd_lanes.h): each tensor [C][H][W] of the
+    // group is stored [C][H][W][lanes]. forward_lanes and backward_lanes are forward and backward
+    // over such tensors, for the layers lanes_supported accepts; backward_lanes adds the group's
+    // gradients (summed over its lanes). Lanes no sample fills must hold zeros in the input and
+    // in the output gradient.
+    int lanes = 0;
+    bool (*lanes_supported)(const LayerSpec& layer) = nullptr;
+    void (*forward_lanes)(const LayerSpec& layer, const float* params, const float* in, float* out) = nullptr;
+    void (*backward_lanes)(const LayerSpec& layer, const float* params, const float* in, const float* out,
+                           float* dout, float* din, float* grads) = nullptr;
 };
 
 const HostOps& cpu_ops();

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "simd_layers.h"
+#include "simd_lanes.h"
 
 namespace lenet5 {
 namespace {
@@ -107,8 +107,11 @@ struct Avx2 {
 
 const HostOps& simd_avx2_ops() {
     using L = SimdLayers<Avx2>;
-    static const HostOps ops{L::forward, L::backward, L::update, L::batched, L::forward_batch, L::backward_batch,
-                             L::backward_batch_set, L::outer_grads, L::sgd_outer};
+    using G = SimdLanes<Avx2>;
+    static const HostOps ops{L::forward,        L::backward,    L::update,     L::batched,
+                             L::forward_batch,  L::backward_batch, L::backward_batch_set, L::outer_grads,
+                             L::sgd_outer,      Avx2::N,        G::supported,  G::forward,
+                             G::backward};
     return ops;
 }
 

@@ -22,7 +22,7 @@
 #endif
 #include <immintrin.h>
 
-#include "simd_layers.h"
+#include "simd_lanes.h"
 
 namespace lenet5 {
 namespace {
@@ -176,8 +176,11 @@ void backward(const LayerSpec& l, const float* p, const float* in, const float* 
 
 const HostOps& simd_avx512_ops() {
     using L = Narrow;
-    static const HostOps ops{forward, backward, L::update, L::batched, forward_batch, backward_batch,
-                             backward_batch_set, L::outer_grads, L::sgd_outer};
+    using G = SimdLanes<Avx512>;
+    static const HostOps ops{forward,       backward,       L::update,          L::batched,
+                             forward_batch, backward_batch, backward_batch_set, L::outer_grads,
+                             L::sgd_outer,  Avx512::N,      G::supported,       G::forward,
+                             G::backward};
     return ops;
 }
 

@@ -9,6 +9,7 @@
 
 #include "engine/engine_factory.h"
 #include "common/error.h"
+#include "engine/lane_groups.h"
 #include "model/model_file.h"
 #include "test_support.h"
 #include "train/trainer.h"
@@ -66,9 +67,51 @@ void expect_batch_matches_cpu(const LayerSpec& l, const std::vector<float>& p, c
     EXPECT_LT(test::relative_error(g, g_ref), 1e-5) << l.name << " backward_batch gradients";
 }
 
+// A layer `ops` takes in lane groups (HostOps::forward_lanes), over a full group and one with
+// three lanes empty, against cpu_ops() one sample at a time: outputs, input gradients (and
+// none), summed parameter gradients; nothing written past the group's tensors.
+void expect_lanes_match_cpu(const LayerSpec& l, const std::vector<float>& p, const HostOps& ops, Rng& rng) {
+    const LaneGroups groups{ops.lanes};
+    const size_t in_n = static_cast<size_t>(l.in.size()), out_n = static_cast<size_t>(l.out.size());
+    const size_t L = static_cast<size_t>(ops.lanes), pad = 64;
+    const float guard = 12345.0f;
+    for (const int count : {ops.lanes, ops.lanes - 3}) {
+        SCOPED_TRACE(l.name + ", " + std::to_string(count) + " lanes filled");
+        const size_t n = static_cast<size_t>(count);
+        const std::vector<float> in = random_vector(n * in_n, rng), d = random_vector(n * out_n, rng);
+        std::vector<float> out_ref(n * out_n), din_ref(n * in_n), g_ref(p.size(), 0.5f);
+        for (size_t s = 0; s < n; ++s) {
+            std::vector<float> ds(d.begin() + static_cast<std::ptrdiff_t>(s * out_n),
+                                  d.begin() + static_cast<std::ptrdiff_t>((s + 1) * out_n));
+            cpu_ops().forward(l, p.data(), in.data() + s * in_n, out_ref.data() + s * out_n);
+            cpu_ops().backward(l, p.data(), in.data() + s * in_n, out_ref.data() + s * out_n, ds.data(),
+                               din_ref.data() + s * in_n, g_ref.data());
+        }
+        std::vector<float> gin(L * in_n), gout(L * out_n + pad, guard), gd(L * out_n), gdin(L * in_n + pad, guard);
+        groups.to_lanes(in.data(), count, in_n, gin.data());
+        groups.to_lanes(d.data(), count, out_n, gd.data());
+        ops.forward_lanes(l, p.data(), gin.data(), gout.data());
+        for (bool with_din : {true, false}) {
+            std::vector<float> gd_got = gd, g(p.size(), 0.5f);
+            ops.backward_lanes(l, p.data(), gin.data(), gout.data(), gd_got.data(), with_din ? gdin.data() : nullptr,
+                               g.data());
+            EXPECT_LT(test::relative_error(g, g_ref), 1e-5) << "gradients, din " << with_din;
+        }
+        std::vector<float> out(n * out_n), din(n * in_n);
+        groups.from_lanes(gout.data(), count, out_n, out.data());
+        groups.from_lanes(gdin.data(), count, in_n, din.data());
+        EXPECT_LT(test::relative_error(out, out_ref), 1e-5) << "forward";
+        EXPECT_LT(test::relative_error(din, din_ref), 1e-5) << "din";
+        for (size_t k = 0; k < pad; ++k) {
+            EXPECT_EQ(gout[L * out_n + k], guard) << "forward wrote past the group";
+            EXPECT_EQ(gdin[L * in_n + k], guard) << "backward wrote past the group";
+        }
+    }
+}
+
 // Every layer of `net` on its own through `ops` against cpu_ops(): output, input
 // gradient (with and without one) and parameter gradients, from random inputs; and
-// the layers `ops` batches, over a batch.
+// the layers `ops` batches, over a batch, and those it takes in lane groups, over a group.
 void expect_layers_match_cpu(const Network& net, const HostOps& ops) {
     Rng rng(11);
     std::vector<float> p = init_params(net, 3);
@@ -94,6 +137,7 @@ void expect_layers_match_cpu(const Network& net, const HostOps& ops) {
             EXPECT_LT(test::relative_error(g, g_ref), 1e-5) << net.name << " " << l.name << " gradients";
         }
         if (ops.batched && ops.batched(l)) expect_batch_matches_cpu(l, p, ops, rng);
+        if (ops.lanes_supported && ops.lanes_supported(l)) expect_lanes_match_cpu(l, p, ops, rng);
     }
 }
 

@@ -38,10 +38,15 @@ HostEngine::HostEngine(Network net, std::string variant, const HostOps& ops, int
     }
     int largest = net_.input.size();
     for (const auto& l : net_.layers) largest = std::max(largest, l.out.size());
-    scratch_.assign(static_cast<size_t>(threads_), std::vector<float>(2 * static_cast<size_t>(largest)));
     acts_.resize(net_.layers.size() + 1);
     tail_ = net_.layers.size();
     while (tail_ > 0 && ops_.batched && ops_.batched(net_.layers[tail_ - 1])) --tail_;
+    if (tail_ > 0 && ops_.lanes > 0 &&
+        std::all_of(net_.layers.begin(), net_.layers.begin() + static_cast<std::ptrdiff_t>(tail_),
+                    [&](const LayerSpec& l) { return ops_.lanes_supported(l); }))
+        groups_.lanes = ops_.lanes;
+    const size_t per_part = 2 * static_cast<size_t>(largest) * static_cast<size_t>(std::max(1, groups_.lanes));
+    scratch_.assign(static_cast<size_t>(threads_), std::vector<float>(per_part));
     for (size_t k = 0; k < net_.layers.size(); ++k) {
         const LayerSpec& l = net_.layers[k];
         if (!split_rows(k) && l.weight_count + l.bias_count > 0)
@@ -156,8 +161,12 @@ void HostEngine::reserve(int count) {
     if (count <= capacity_) return;
     capacity_ = count;
     const size_t n = static_cast<size_t>(count);
-    acts_[0].resize(n * static_cast<size_t>(net_.input.size()));
-    for (size_t k = 0; k < net_.layers.size(); ++k) acts_[k + 1].resize(n * static_cast<size_t>(net_.layers[k].out.size()));
+    // A last group that is not full still takes the place of `lanes` samples.
+    const size_t grouped = n + static_cast<size_t>(groups_.lanes);
+    acts_[0].resize(grouped * static_cast<size_t>(net_.input.size()));
+    for (size_t k = 0; k < net_.layers.size(); ++k)
+        acts_[k + 1].resize((k + 1 < tail_ ? grouped : n) * static_cast<size_t>(net_.layers[k].out.size()));
+    if (groups_.lanes > 0) head_out_.resize(grouped * static_cast<size_t>(net_.layers[tail_ - 1].out.size()));
     dlogits_.resize(n * static_cast<size_t>(net_.classes));
     losses_.resize(n);
     hits_.resize(n);
@@ -173,17 +182,42 @@ void HostEngine::reserve(int count) {
     for (size_t k = tail_; k < net_.layers.size(); ++k) dtail_[k - tail_].resize(n * static_cast<size_t>(net_.layers[k].in.size()));
 }
 
-// Samples [begin, end) of the batch through the layers before the tail.
-void HostEngine::forward_head(const Dataset& data, const int32_t* order, int first, int begin, int end) {
-    for (int s = begin; s < end; ++s) {
-        float* x = acts_[0].data() + static_cast<size_t>(s) * net_.input.size();
+int HostEngine::part_first(int count, int part, int T) const {
+    if (groups_.lanes == 0 || part == T) return part_begin(count, part, T);
+    const int L = groups_.lanes;
+    return std::min(count, (part_begin(count, part, T) + L / 2) / L * L);
+}
+
+// Samples [begin, end) of the batch (part `part`'s) through the layers before the tail.
+void HostEngine::forward_head(int part, const Dataset& data, const int32_t* order, int first, int begin, int end) {
+    const size_t in_size = static_cast<size_t>(net_.input.size());
+    auto input = [&](int s, float* x) {
         image_to_input(data.image(order ? order[first + s] : first + s), data.rows, data.cols, net_.input, net_.scaling, x);
-        for (size_t k = 0; k < tail_; ++k) {
-            const LayerSpec& l = net_.layers[k];
-            ops_.forward(l, params_.data(), acts_[k].data() + static_cast<size_t>(s) * l.in.size(),
-                         acts_[k + 1].data() + static_cast<size_t>(s) * l.out.size());
+    };
+    groups_.each(begin, end, [&](const int s0, const int n, const bool grouped) {
+        if (grouped) {
+            float* staged = scratch_[static_cast<size_t>(part)].data();
+            for (int s = 0; s < n; ++s) input(s0 + s, staged + static_cast<size_t>(s) * in_size);
+            groups_.to_lanes(staged, n, in_size, acts_[0].data() + static_cast<size_t>(s0) * in_size);
+            for (size_t k = 0; k < tail_; ++k) {
+                const LayerSpec& l = net_.layers[k];
+                float* out = (k + 1 == tail_ ? head_out_ : acts_[k + 1]).data() + static_cast<size_t>(s0) * l.out.size();
+                ops_.forward_lanes(l, params_.data(), acts_[k].data() + static_cast<size_t>(s0) * l.in.size(), out);
+                if (k + 1 == tail_)
+                    groups_.from_lanes(out, n, static_cast<size_t>(l.out.size()),
+                                       acts_[tail_].data() + static_cast<size_t>(s0) * l.out.size());
+            }
+            return;
         }
-    }
+        for (int s = s0; s < s0 + n; ++s) {
+            input(s, acts_[0].data() + static_cast<size_t>(s) * in_size);
+            for (size_t k = 0; k < tail_; ++k) {
+                const LayerSpec& l = net_.layers[k];
+                ops_.forward(l, params_.data(), acts_[k].data() + static_cast<size_t>(s) * l.in.size(),
+                             acts_[k + 1].data() + static_cast<size_t>(s) * l.out.size());
+            }
+        }
+    });
 }
 
 void HostEngine::forward(Split split, int first, int count) {
@@ -205,13 +239,13 @@ void HostEngine::forward(Split split, int first, int count) {
     run_parts(T, [&](const int id, const int nth) {
         // A thread takes the parts id, id + nth, ... (all of them if it runs alone).
         for (int part = id; part < T; part += nth)
-            forward_head(data, order, first, part_begin(count, part, T), part_begin(count, part + 1, T));
+            forward_head(part, data, order, first, part_first(count, part, T), part_first(count, part + 1, T));
         for (size_t k = tail_; k < L; ++k) {
             const LayerSpec& l = net_.layers[k];
             const size_t I = static_cast<size_t>(l.in.size()), O = static_cast<size_t>(l.out.size());
             if (!split_rows(k)) {  // the part's samples (computed by this thread)
                 for (int part = id; part < T; part += nth) {
-                    const int b = part_begin(count, part, T), e = part_begin(count, part + 1, T);
+                    const int b = part_first(count, part, T), e = part_first(count, part + 1, T);
                     if (e > b)
                         ops_.forward_batch(l, params_.data(), acts_[k].data() + static_cast<size_t>(b) * I,
                                            acts_[k + 1].data() + static_cast<size_t>(b) * O, e - b);
@@ -230,7 +264,7 @@ void HostEngine::forward(Split split, int first, int count) {
 #pragma omp barrier
         }
         for (int part = id; part < T; part += nth)
-            for (int s = part_begin(count, part, T); s < part_begin(count, part + 1, T); ++s) {
+            for (int s = part_first(count, part, T); s < part_first(count, part + 1, T); ++s) {
                 bool hit = false;
                 const int label = data.labels[static_cast<size_t>(order ? order[first + s] : first + s)];
                 losses_[static_cast<size_t>(s)] =
@@ -256,20 +290,37 @@ int HostEngine::parts(int count) const {
 // Part `part`'s samples back through the layers before the tail, from `d`: [count][dsize],
 // dLoss/d(the tail's input); their gradients are added into g.
 void HostEngine::backward_head(int part, const float* d, size_t dsize, float* g) {
-    float* a = scratch_[static_cast<size_t>(part)].data();
-    float* b = a + scratch_[static_cast<size_t>(part)].size() / 2;
     const int T = parts(count_);
-    for (int s = part_begin(count_, part, T); s < part_begin(count_, part + 1, T); ++s) {
-        std::copy_n(d + static_cast<size_t>(s) * dsize, dsize, a);
-        for (size_t k = tail_; k-- > 0;) {
-            const LayerSpec& l = net_.layers[k];
-            ops_.backward(l, params_.data(), acts_[k].data() + static_cast<size_t>(s) * l.in.size(),
-                          acts_[k + 1].data() + static_cast<size_t>(s) * l.out.size(), a, k ? b : nullptr, g);
-            std::swap(a, b);
+    int done = 0;  // samples since the exchange's last progress
+    groups_.each(part_first(count_, part, T), part_first(count_, part + 1, T), [&](const int s0, const int n, const bool grouped) {
+        float* a = scratch_[static_cast<size_t>(part)].data();
+        float* b = a + scratch_[static_cast<size_t>(part)].size() / 2;
+        if (grouped) {
+            groups_.to_lanes(d + static_cast<size_t>(s0) * dsize, n, dsize, a);
+            for (size_t k = tail_; k-- > 0;) {
+                const LayerSpec& l = net_.layers[k];
+                const float* out = (k + 1 == tail_ ? head_out_ : acts_[k + 1]).data() + static_cast<size_t>(s0) * l.out.size();
+                ops_.backward_lanes(l, params_.data(), acts_[k].data() + static_cast<size_t>(s0) * l.in.size(), out, a,
+                                    k ? b : nullptr, g);
+                std::swap(a, b);
+            }
+        }
+        for (int s = s0; s < s0 + n && !grouped; ++s) {
+            std::copy_n(d + static_cast<size_t>(s) * dsize, dsize, a);
+            for (size_t k = tail_; k-- > 0;) {
+                const LayerSpec& l = net_.layers[k];
+                ops_.backward(l, params_.data(), acts_[k].data() + static_cast<size_t>(s) * l.in.size(),
+                              acts_[k + 1].data() + static_cast<size_t>(s) * l.out.size(), a, k ? b : nullptr, g);
+                std::swap(a, b);
+            }
         }
         // One part announced the tail's layers already: let their exchange move on meanwhile.
-        if (T == 1 && listener_.progress && s % kProgressEvery == kProgressEvery - 1) listener_.progress();
-    }
+        done += n;
+        if (T == 1 && listener_.progress && done >= kProgressEvery) {
+            listener_.progress();
+            done = 0;
+        }
+    });
 }
 
 void HostEngine::backward() {
@@ -298,7 +349,7 @@ void HostEngine::backward() {
             float* din = k > 0 ? dtail_[k - tail_].data() : nullptr;
             if (!split_rows(k)) {  // the part's samples; backward_batch overwrites its output gradient, so a copy
                 for (int part = id; part < T; part += nth) {
-                    const int b = part_begin(count_, part, T), e = part_begin(count_, part + 1, T);
+                    const int b = part_first(count_, part, T), e = part_first(count_, part + 1, T);
                     if (e == b) continue;
                     float* pd = part_d_[static_cast<size_t>(part)].data();
                     std::copy(d + static_cast<size_t>(b) * O, d + static_cast<size_t>(e) * O, pd);
@@ -339,7 +390,7 @@ void HostEngine::backward() {
                     // The parts' shares of the input gradient, added in part order over each part's samples
                     // (by the thread that runs that part's samples next).
                     for (int part = id; part < T; part += nth)
-                        for (int s = part_begin(count_, part, T); s < part_begin(count_, part + 1, T); ++s)
+                        for (int s = part_first(count_, part, T); s < part_first(count_, part + 1, T); ++s)
                             for (int from = 1; from < T; ++from) {
                                 if (slice(k, from).rows == 0) continue;
                                 const float* src = part_din_[static_cast<size_t>(from)].data() + static_cast<size_t>(s) * I;
@@ -448,8 +499,20 @@ void HostEngine::infer(const float* inputs, int count, float* outputs, std::vect
 }
 
 std::vector<float> HostEngine::layer_output(size_t layer) {
-    const size_t n = static_cast<size_t>(count_) * net_.layers.at(layer).out.size();
-    return std::vector<float>(acts_[layer + 1].begin(), acts_[layer + 1].begin() + static_cast<std::ptrdiff_t>(n));
+    const size_t size = static_cast<size_t>(net_.layers.at(layer).out.size());
+    const float* acts = acts_[layer + 1].data();
+    std::vector<float> out(static_cast<size_t>(count_) * size);
+    if (groups_.lanes == 0 || layer + 1 >= tail_) return std::vector<float>(acts, acts + out.size());
+    const int T = parts(count_);
+    for (int part = 0; part < T; ++part)
+        groups_.each(part_first(count_, part, T), part_first(count_, part + 1, T), [&](int s0, int n, bool grouped) {
+            const size_t at = static_cast<size_t>(s0) * size;
+            if (grouped)
+                groups_.from_lanes(acts + at, n, size, out.data() + at);
+            else
+                std::copy_n(acts + at, static_cast<size_t>(n) * size, out.data() + at);
+        });
+    return out;
 }
 
 }  // namespace lenet5

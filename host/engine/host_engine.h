@@ -10,6 +10,7 @@
 #include "engine/engine.h"
 #include "engine/fused_steps.h"
 #include "engine/host_inference.h"
+#include "engine/lane_groups.h"
 #include "host_ops.h"
 
 namespace lenet5 {
@@ -82,8 +83,11 @@ private:
     using Clock = std::chrono::steady_clock;
     static double ms_since(Clock::time_point t0);
     void reserve(int count);
-    void forward_head(const Dataset& data, const int32_t* order, int first, int begin, int end);
+    void forward_head(int part, const Dataset& data, const int32_t* order, int first, int begin, int end);
     void backward_head(int part, const float* d, size_t dsize, float* g);
+    // Part `part` of the current batch of `count` cut into T: [part_first(count, part, T),
+    // part_first(count, part + 1, T)), at multiples of the lane groups' width when there are groups.
+    int part_first(int count, int part, int T) const;
     template <class Body>
     void run_parts(int T, Body&& body);
     void materialize(bool& pending, int buf, std::vector<float>& into);
@@ -133,7 +137,12 @@ private:
     std::vector<Outer> outer_[2];                 // [buffer][layer]
     int grads_buf_ = 0, velocity_buf_ = 0;        // which buffer holds the gradient / the velocity
     bool grads_outer_ = false, velocity_outer_ = false;  // their outer_layer_ ranges are in outer_
-    std::vector<std::vector<float>> scratch_;     // per part: two layer-sized buffers
+    std::vector<std::vector<float>> scratch_;     // per part: two buffers of a layer's size (times the lanes)
+    // The layers before the tail in lane groups (HostOps::forward_lanes), when ops_ has them for
+    // each one: acts_[0 .. tail_-1] then hold the grouped samples in lanes; acts_[tail_] (the
+    // tail's input) stays [count][size], its grouped copy in head_out_.
+    LaneGroups groups_;
+    std::vector<float> head_out_;
     size_t tail_ = 0;                             // layers tail_.. run batched, split by rows
     std::vector<Slice> slices_;                   // [tail layer][part]
     std::vector<std::vector<float>> part_out_;    // [tail layer][part]: its rows' outputs, [count][rows]

@@ -1,0 +1,325 @@
+// The layers before a network's fully connected tail (LeNet-5: C1 to S4) over a group of N
+// samples at once, one sample per vector lane: a group's tensor [C][H][W] is stored
+// [C][H][W][N], so element (c, y, x) of every sample is the one vector at ((c*H + y)*W + x)*N.
+//
+// Why: a sample's own maps are 10 to 28 floats wide, which vectors cover badly (simd_layers.h's
+// wide grid computes C3 on 136 positions for 100) and whose taps are unaligned loads. Across
+// samples every vector is full and aligned to its row, a weight is one broadcast for all N
+// samples, and a convolution row is a register block: R outputs take the K weights of a kernel
+// row and the R+K-1 inputs under them, R*K fmas, with no sum through memory.
+//
+// Unused lanes of a group (a batch that does not fill it) must hold zeros, in the input and in
+// the output gradient: the weight gradients sum over lanes, and 0 * 0 adds nothing.
+//
+// Include only from simd_avx2.cpp and simd_avx512.cpp, after simd_layers.h (its rules hold here).
+#pragma once
+#include "simd_layers.h"
+
+namespace lenet5 {
+namespace {
+
+thread_local Scratch<float> tls_lanes_padded, tls_lanes_taps;
+
+template <class V>
+struct SimdLanes {
+    using L = SimdLayers<V>;
+    using F = typename V::F;
+    static constexpr int N = V::N;
+
+    // Convolutions of stride 1 with 3x3 or 5x5 kernels, and the 2x2 windows simd_layers.h takes.
+    static bool supported(const LayerSpec& l) {
+        if (!simd_supports(l) || l.kind == LayerKind::FullyConnected) return false;
+        return l.kind != LayerKind::Conv || l.kernel == 3 || l.kernel == 5;
+    }
+
+    // Output columns per register block: R accumulators beside K weights and an input vector.
+    template <int K>
+    static constexpr int kCols = V::kRegs - K - 1 < 16 ? V::kRegs - K - 1 : 16;
+
+    // Calls fn(x0, std::integral_constant<int, R>) over n columns in balanced blocks of at most Max.
+    template <int Max, class Fn>
+    static void over_cols(int n, Fn&& fn) {
+        const auto b = L::blocks(n, Max);
+        for (int c = 0; c < b.count; ++c) {
+            const int x0 = c * b.size, cols = n - x0 < b.size ? n - x0 : b.size;
+            with_count<Max>(cols, [&](auto r) { fn(x0, r); });
+        }
+    }
+
+    // acc[r] += sum over kx of w[kx] * row[(col0 + r + kx)*N] for r < R: one kernel row over R
+    // output columns, each input vector loaded once for the K outputs it feeds. With Clip, only
+    // the columns col0 + t in [0, width) are read (the rest count as zeros).
+    template <int K, int R, bool Clip>
+    static void row_taps(F* acc, const F* w, const float* row, int col0, int width) {
+        LENET5_UNROLL for (int t = 0; t < R + K - 1; ++t) {
+            if (Clip && (col0 + t < 0 || col0 + t >= width)) continue;
+            const F v = V::load(row + static_cast<ptrdiff_t>(col0 + t) * N);
+            LENET5_UNROLL for (int kx = 0; kx < K; ++kx)
+                if (t - kx >= 0 && t - kx < R) acc[t - kx] = V::fma(w[kx], v, acc[t - kx]);
+        }
+    }
+
+    // ---- convolution -------------------------------------------------------------
+
+    static Shape padded_shape(const LayerSpec& l) { return {l.in.c, l.in.h + 2 * l.pad, l.in.w + 2 * l.pad}; }
+
+    // The input with P zero columns and rows around each map, or the input itself when P is 0.
+    static const float* padded(const LayerSpec& l, const float* in) {
+        if (l.pad == 0) return in;
+        const Shape ps = padded_shape(l);
+        float* buf = tls_lanes_padded.get(static_cast<size_t>(ps.size()) * N);
+        L::zero(buf, ps.size() * N);
+        for (int c = 0; c < l.in.c; ++c)
+            for (int y = 0; y < l.in.h; ++y) {
+                const float* src = in + static_cast<ptrdiff_t>((c * l.in.h + y) * l.in.w) * N;
+                float* dst = buf + static_cast<ptrdiff_t>((c * ps.h + y + l.pad) * ps.w + l.pad) * N;
+                for (int k = 0; k < l.in.w * N; k += N) V::store(dst + k, V::load(src + k));
+            }
+        return buf;
+    }
+
+    // out[o] = act(b[o] + sum over the connections j of o of W[j] correlated with in[conn_in[j]]),
+    // summed as the reference does: bias, then connection by connection, row by row, tap by tap.
+    template <int K>
+    static void conv_forward(const LayerSpec& l, const float* params, const float* in, float* out) {
+        const Shape is = padded_shape(l);
+        const float* src = padded(l, in);
+        const int OH = l.out.h, OW = l.out.w;
+        const float* W = params + l.weight_offset;
+        const float* bias = params + l.bias_offset;
+        const Activation act = l.activation;
+        for (int o = 0; o < l.out.c; ++o)
+            for (int y = 0; y < OH; ++y)
+                over_cols<kCols<K>>(OW, [&](int x0, auto cols) {
+                    constexpr int R = decltype(cols)::value;
+                    F acc[R];
+                    LENET5_UNROLL for (int r = 0; r < R; ++r) acc[r] = V::set1(bias[o]);
+                    for (int j = l.conn_begin[o]; j < l.conn_begin[o + 1]; ++j) {
+                        const float* w = W + j * K * K;
+                        for (int ky = 0; ky < K; ++ky) {
+                            F wv[K];
+                            LENET5_UNROLL for (int kx = 0; kx < K; ++kx) wv[kx] = V::set1(w[ky * K + kx]);
+                            const float* row = src + static_cast<ptrdiff_t>((l.conn_in[j] * is.h + y + ky) * is.w) * N;
+                            row_taps<K, R, false>(acc, wv, row, x0, is.w);
+                        }
+                    }
+                    float* dst = out + static_cast<ptrdiff_t>((o * OH + y) * OW + x0) * N;
+                    LENET5_UNROLL for (int r = 0; r < R; ++r) V::store(dst + r * N, L::activation(act, acc[r]));
+                });
+    }
+
+    // Weight-gradient register blocks: M connections from one input map x Rows kernel rows x K taps.
+    template <int K>
+    static constexpr int kGradAcc = V::kRegs >= 32 ? 25 : 12;
+    template <int K, int M>
+    static constexpr int kGradRows = kGradAcc<K> / (M * K) < K ? kGradAcc<K> / (M * K) : K;
+
+    // gv[m][ky][kx] (N lane sums each) = sum over y, x of d[m][y][x] * s[y + ky][x + kx], for
+    // the kernel rows ky0 .. ky0+Rows of M connections that read the same input map s (is.w wide).
+    template <int K, int M, int Rows>
+    static void weight_grad_block(const float* const* d, const float* s, int OH, int OW, int IW, int ky0,
+                                  float* const* gv) {
+        F acc[M][Rows][K];
+        LENET5_UNROLL for (int m = 0; m < M; ++m) LENET5_UNROLL for (int r = 0; r < Rows; ++r)
+            LENET5_UNROLL for (int kx = 0; kx < K; ++kx) acc[m][r][kx] = V::zero();
+        for (int y = 0; y < OH; ++y)
+            for (int x = 0; x < OW; ++x) {
+                F dv[M];
+                LENET5_UNROLL for (int m = 0; m < M; ++m) dv[m] = V::load(d[m] + static_cast<ptrdiff_t>(y * OW + x) * N);
+                LENET5_UNROLL for (int r = 0; r < Rows; ++r) {
+                    const float* t = s + static_cast<ptrdiff_t>((y + ky0 + r) * IW + x) * N;
+                    LENET5_UNROLL for (int kx = 0; kx < K; ++kx) {
+                        const F v = M > 1 ? L::load_once(t + kx * N) : V::load(t + kx * N);
+                        LENET5_UNROLL for (int m = 0; m < M; ++m) acc[m][r][kx] = V::fma(dv[m], v, acc[m][r][kx]);
+                    }
+                }
+            }
+        LENET5_UNROLL for (int m = 0; m < M; ++m) LENET5_UNROLL for (int r = 0; r < Rows; ++r)
+            LENET5_UNROLL for (int kx = 0; kx < K; ++kx) V::store(gv[m] + ((ky0 + r) * K + kx) * N, acc[m][r][kx]);
+    }
+
+    template <int K, int M>
+    static void weight_grad_rows(const float* const* d, const float* s, int OH, int OW, int IW, float* const* gv) {
+        constexpr int Rows = kGradRows<K, M>;
+        int ky0 = 0;
+        for (; ky0 + Rows <= K; ky0 += Rows) weight_grad_block<K, M, Rows>(d, s, OH, OW, IW, ky0, gv);
+        if constexpr (K % Rows != 0) weight_grad_block<K, M, K % Rows>(d, s, OH, OW, IW, ky0, gv);
+    }
+
+    // dout becomes the gradient before the activation; adds the bias and weight gradients (summed
+    // over lanes) into grads and, unless din is null, writes din.
+    template <int K>
+    static void conv_backward(const LayerSpec& l, const float* params, const float* in, const float* out,
+                              float* dout, float* din, float* grads) {
+        const Shape is = padded_shape(l);
+        const int OH = l.out.h, OW = l.out.w, OHW = OH * OW;
+        const Activation act = l.activation;
+        for (int o = 0; o < l.out.c; ++o) {
+            F bsum = V::zero();
+            for (int k = o * OHW * N; k < (o + 1) * OHW * N; k += N) {
+                const F dv = L::activation_grad(act, V::load(dout + k), V::load(out + k));
+                V::store(dout + k, dv);
+                bsum = V::add(bsum, dv);
+            }
+            grads[l.bias_offset + o] += V::sum(bsum);
+        }
+
+        // Weight gradients: over the connections from each input map, in groups that share its loads.
+        const float* src = padded(l, in);
+        const typename L::Feeds f = L::feeds(l);
+        float* gv = tls_lanes_taps.get(static_cast<size_t>(l.connections() * K * K * N));
+        for (int i = 0; i < l.in.c; ++i) {
+            const float* s = src + static_cast<ptrdiff_t>(i * is.h * is.w) * N;
+            L::template in_groups<2>(f.begin[i + 1] - f.begin[i], [&](int first, auto maps) {
+                constexpr int M = decltype(maps)::value;
+                const float* d[M];
+                float* g[M];
+                for (int m = 0; m < M; ++m) {
+                    const int j = f.conn[f.begin[i] + first + m];
+                    d[m] = dout + static_cast<ptrdiff_t>(l.conn_out[j] * OHW) * N;
+                    g[m] = gv + j * K * K * N;
+                }
+                weight_grad_rows<K, M>(d, s, OH, OW, is.w, g);
+            });
+        }
+        L::add_tap_sums(gv, l.connections() * K * K, grads + l.weight_offset);
+
+        // Input gradient: din[i][yp][xp] (padded coordinates) = sum over the connections j from i
+        // and the taps of d[o][yp - ky][xp - kx] * W[j][ky][kx]: row_taps over d's rows with each
+        // kernel row reversed, the d columns outside [0, OW) skipped.
+        if (!din) return;
+        const float* W = params + l.weight_offset;
+        const int P = l.pad;
+        for (int i = 0; i < l.in.c; ++i)
+            for (int yi = 0; yi < l.in.h; ++yi)
+                over_cols<kCols<K>>(l.in.w, [&](int x0, auto cols) {
+                    constexpr int R = decltype(cols)::value;
+                    const int yp = yi + P, col0 = x0 + P - (K - 1);
+                    F acc[R];
+                    LENET5_UNROLL for (int r = 0; r < R; ++r) acc[r] = V::zero();
+                    const int ky_lo = yp - OH + 1 > 0 ? yp - OH + 1 : 0, ky_hi = yp < K - 1 ? yp : K - 1;
+                    for (int k = f.begin[i]; k < f.begin[i + 1]; ++k) {
+                        const int j = f.conn[k];
+                        const float* w = W + j * K * K;
+                        for (int ky = ky_lo; ky <= ky_hi; ++ky) {
+                            F wv[K];
+                            LENET5_UNROLL for (int kx = 0; kx < K; ++kx) wv[kx] = V::set1(w[ky * K + K - 1 - kx]);
+                            const float* row = dout + static_cast<ptrdiff_t>((l.conn_out[j] * OH + yp - ky) * OW) * N;
+                            row_taps<K, R, true>(acc, wv, row, col0, OW);
+                        }
+                    }
+                    float* dst = din + static_cast<ptrdiff_t>((i * l.in.h + yi) * l.in.w + x0) * N;
+                    LENET5_UNROLL for (int r = 0; r < R; ++r) V::store(dst + r * N, acc[r]);
+                });
+    }
+
+    // ---- 2x2 windows ---------------------------------------------------------------
+    //
+    // Window (y, x) of map c: the vectors a b (row 2y) and c d (row 2y+1) at columns 2x, 2x+1.
+
+    struct Window {
+        F a, b, c, d;
+    };
+    static Window window(const LayerSpec& l, const float* in, int c, int y, int x) {
+        const float* p = in + static_cast<ptrdiff_t>((c * l.in.h + 2 * y) * l.in.w + 2 * x) * N;
+        const ptrdiff_t down = static_cast<ptrdiff_t>(l.in.w) * N;
+        return {V::load(p), V::load(p + N), V::load(p + down), V::load(p + down + N)};
+    }
+    static float* window_at(const LayerSpec& l, float* in, int c, int y, int x) {
+        return in + static_cast<ptrdiff_t>((c * l.in.h + 2 * y) * l.in.w + 2 * x) * N;
+    }
+    // The reference's sum (left to right) and running maximum (the first largest wins).
+    static F sum(const Window& w) { return V::add(V::add(V::add(w.a, w.b), w.c), w.d); }
+    static F max(const Window& w) {
+        F m = V::select(V::greater(w.b, w.a), w.b, w.a);
+        m = V::select(V::greater(w.c, m), w.c, m);
+        return V::select(V::greater(w.d, m), w.d, m);
+    }
+
+    static void window_forward(const LayerSpec& l, const float* params, const float* in, float* out) {
+        const int OH = l.out.h, OW = l.out.w;
+        const Activation act = l.activation;
+        for (int c = 0; c < l.out.c; ++c) {
+            const bool sub = l.kind == LayerKind::Subsample;
+            const F coef = V::set1(sub ? params[l.weight_offset + c] : 0.0f);
+            const F bias = V::set1(sub ? params[l.bias_offset + c] : 0.0f);
+            for (int y = 0; y < OH; ++y)
+                for (int x = 0; x < OW; ++x) {
+                    const Window w = window(l, in, c, y, x);
+                    F v;
+                    switch (l.kind) {
+                        case LayerKind::Subsample: v = V::fma(coef, sum(w), bias); break;
+                        case LayerKind::MaxPool: v = max(w); break;
+                        default: v = V::mul(sum(w), V::set1(0.25f)); break;
+                    }
+                    V::store(out + static_cast<ptrdiff_t>((c * OH + y) * OW + x) * N, L::activation(act, v));
+                }
+        }
+    }
+
+    static void window_backward(const LayerSpec& l, const float* params, const float* in, const float* out,
+                                const float* dout, float* din, float* grads) {
+        const int OH = l.out.h, OW = l.out.w;
+        const bool sub = l.kind == LayerKind::Subsample;
+        for (int c = 0; c < l.out.c; ++c) {
+            const F coef = V::set1(sub ? params[l.weight_offset + c] : 0.0f);
+            F gcoef = V::zero(), gbias = V::zero();
+            for (int y = 0; y < OH; ++y)
+                for (int x = 0; x < OW; ++x) {
+                    const ptrdiff_t at = static_cast<ptrdiff_t>((c * OH + y) * OW + x) * N;
+                    const F d = L::activation_grad(l, V::load(dout + at), V::load(out + at));
+                    const Window w = window(l, in, c, y, x);
+                    F g[4];  // a b c d
+                    if (sub) {
+                        gcoef = V::fma(d, sum(w), gcoef);
+                        gbias = V::add(gbias, d);
+                        g[0] = g[1] = g[2] = g[3] = V::mul(d, coef);
+                    } else if (l.kind == LayerKind::MaxPool) {
+                        // Where the running maximum last changed: d, else c, else b, else a.
+                        const auto tb = V::greater(w.b, w.a);
+                        const F m0 = V::select(tb, w.b, w.a);
+                        const auto tc = V::greater(w.c, m0);
+                        const auto td = V::greater(w.d, V::select(tc, w.c, m0));
+                        F rest = d;
+                        g[3] = V::select(td, rest, V::zero());
+                        rest = V::select(td, V::zero(), rest);
+                        g[2] = V::select(tc, rest, V::zero());
+                        rest = V::select(tc, V::zero(), rest);
+                        g[1] = V::select(tb, rest, V::zero());
+                        g[0] = V::select(tb, V::zero(), rest);
+                    } else {
+                        g[0] = g[1] = g[2] = g[3] = V::mul(d, V::set1(0.25f));
+                    }
+                    if (!din) continue;
+                    float* p = window_at(l, din, c, y, x);
+                    const ptrdiff_t down = static_cast<ptrdiff_t>(l.in.w) * N;
+                    V::store(p, g[0]);
+                    V::store(p + N, g[1]);
+                    V::store(p + down, g[2]);
+                    V::store(p + down + N, g[3]);
+                }
+            if (sub) {
+                grads[l.weight_offset + c] += V::sum(gcoef);
+                grads[l.bias_offset + c] += V::sum(gbias);
+            }
+        }
+    }
+
+    // ---- the HostOps entries -------------------------------------------------------
+
+    static void forward(const LayerSpec& l, const float* params, const float* in, float* out) {
+        if (l.kind != LayerKind::Conv) return window_forward(l, params, in, out);
+        if (l.kernel == 5) return conv_forward<5>(l, params, in, out);
+        conv_forward<3>(l, params, in, out);
+    }
+
+    static void backward(const LayerSpec& l, const float* params, const float* in, const float* out, float* dout,
+                         float* din, float* grads) {
+        if (l.kind != LayerKind::Conv) return window_backward(l, params, in, out, dout, din, grads);
+        if (l.kernel == 5) return conv_backward<5>(l, params, in, out, dout, din, grads);
+        conv_backward<3>(l, params, in, out, dout, din, grads);
+    }
+};
+
+}  // namespace
+}  // namespace lenet5
