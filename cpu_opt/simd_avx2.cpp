@@ -49,7 +49,6 @@ struct Avx2 {
 
     static F add(F a, F b) { return _mm256_add_ps(a, b); }
     static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
-    static F rcp(F a) { return _mm256_rcp_ps(a); }  // 1.5 * 2^-12 relative
     static F min(F a, F b) { return _mm256_min_ps(a, b); }  // b when either is NaN
     static F max(F a, F b) { return _mm256_max_ps(a, b); }  // b when either is NaN
     static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }   // a*b + c

@@ -1,6 +1,6 @@
 // The AVX-512 instance of simd_layers.h: AVX-512VL at 256-bit width, i.e. 8 floats
 // per vector with AVX-512's 32 registers (register blocks twice as large as AVX2's),
-// k-mask loads and stores for remainders and 14-bit reciprocals.
+// k-mask loads and stores for remainders.
 //
 // Why not 512-bit vectors: measured on the 2-core Xeon (Ice Lake class, VM) this
 // project runs on, a 512-bit instance of this same code was 5-30% slower per training
@@ -43,7 +43,6 @@ struct Avx512 {
 
     static F add(F a, F b) { return _mm256_add_ps(a, b); }
     static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
-    static F rcp(F a) { return _mm256_rcp14_ps(a); }               // 2^-14 relative
     static F min(F a, F b) { return _mm256_min_ps(a, b); }  // b when either is NaN
     static F max(F a, F b) { return _mm256_max_ps(a, b); }  // b when either is NaN
     static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }   // a*b + c
@@ -112,7 +111,6 @@ struct Avx512Wide {
 
     static F add(F a, F b) { return _mm512_add_ps(a, b); }
     static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
-    static F rcp(F a) { return _mm512_rcp14_ps(a); }
     static F min(F a, F b) { return _mm512_min_ps(a, b); }
     static F max(F a, F b) { return _mm512_max_ps(a, b); }
     static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }

@@ -9,7 +9,7 @@ namespace lenet5 {
 namespace {
 
 SimdLevel cpu_level() {
-    // The AVX-512 code runs at 256-bit width: F (masks, rcp14) with VL (on ymm registers).
+    // The AVX-512 code runs at 256-bit width: F (masks) with VL (on ymm registers).
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")) return SimdLevel::Avx512;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return SimdLevel::Avx2;
     return SimdLevel::None;
