@@ -45,6 +45,8 @@ HostEngine::HostEngine(Network net, std::string variant, const HostOps& ops, int
         std::all_of(net_.layers.begin(), net_.layers.begin() + static_cast<std::ptrdiff_t>(tail_),
                     [&](const LayerSpec& l) { return ops_.lanes_supported(l); }))
         groups_.lanes = ops_.lanes;
+    if (groups_.lanes > kMaxLanes) groups_.lanes = 0;
+    for (int b = 0; b < 256; ++b) pixel_[static_cast<size_t>(b)] = net_.scaling.value(b);
     const size_t per_part = 2 * static_cast<size_t>(largest) * static_cast<size_t>(std::max(1, groups_.lanes));
     scratch_.assign(static_cast<size_t>(threads_), std::vector<float>(per_part));
     for (size_t k = 0; k < net_.layers.size(); ++k) {
@@ -188,17 +190,18 @@ int HostEngine::part_first(int count, int part, int T) const {
     return std::min(count, (part_begin(count, part, T) + L / 2) / L * L);
 }
 
-// Samples [begin, end) of the batch (part `part`'s) through the layers before the tail.
-void HostEngine::forward_head(int part, const Dataset& data, const int32_t* order, int first, int begin, int end) {
+// Samples [begin, end) of the batch through the layers before the tail.
+void HostEngine::forward_head(const Dataset& data, const int32_t* order, int first, int begin, int end) {
     const size_t in_size = static_cast<size_t>(net_.input.size());
     auto input = [&](int s, float* x) {
         image_to_input(data.image(order ? order[first + s] : first + s), data.rows, data.cols, net_.input, net_.scaling, x);
     };
     groups_.each(begin, end, [&](const int s0, const int n, const bool grouped) {
         if (grouped) {
-            float* staged = scratch_[static_cast<size_t>(part)].data();
-            for (int s = 0; s < n; ++s) input(s0 + s, staged + static_cast<size_t>(s) * in_size);
-            groups_.to_lanes(staged, n, in_size, acts_[0].data() + static_cast<size_t>(s0) * in_size);
+            const uint8_t* images[kMaxLanes];
+            for (int s = 0; s < n; ++s) images[s] = data.image(order ? order[first + s0 + s] : first + s0 + s);
+            images_to_lanes(images, n, groups_.lanes, data.rows, data.cols, net_.input, pixel_.data(),
+                            acts_[0].data() + static_cast<size_t>(s0) * in_size);
             for (size_t k = 0; k < tail_; ++k) {
                 const LayerSpec& l = net_.layers[k];
                 float* out = (k + 1 == tail_ ? head_out_ : acts_[k + 1]).data() + static_cast<size_t>(s0) * l.out.size();
@@ -239,7 +242,7 @@ void HostEngine::forward(Split split, int first, int count) {
     run_parts(T, [&](const int id, const int nth) {
         // A thread takes the parts id, id + nth, ... (all of them if it runs alone).
         for (int part = id; part < T; part += nth)
-            forward_head(part, data, order, first, part_first(count, part, T), part_first(count, part + 1, T));
+            forward_head(data, order, first, part_first(count, part, T), part_first(count, part + 1, T));
         for (size_t k = tail_; k < L; ++k) {
             const LayerSpec& l = net_.layers[k];
             const size_t I = static_cast<size_t>(l.in.size()), O = static_cast<size_t>(l.out.size());

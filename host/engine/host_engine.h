@@ -1,6 +1,7 @@
 // The engine of the host variants (cpu, avx, omp): the batch loop over a table
 // of per-sample layer operations, optionally spread over threads.
 #pragma once
+#include <array>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -83,7 +84,7 @@ private:
     using Clock = std::chrono::steady_clock;
     static double ms_since(Clock::time_point t0);
     void reserve(int count);
-    void forward_head(int part, const Dataset& data, const int32_t* order, int first, int begin, int end);
+    void forward_head(const Dataset& data, const int32_t* order, int first, int begin, int end);
     void backward_head(int part, const float* d, size_t dsize, float* g);
     // Part `part` of the current batch of `count` cut into T: [part_first(count, part, T),
     // part_first(count, part + 1, T)), at multiples of the lane groups' width when there are groups.
@@ -141,8 +142,10 @@ private:
     // The layers before the tail in lane groups (HostOps::forward_lanes), when ops_ has them for
     // each one: acts_[0 .. tail_-1] then hold the grouped samples in lanes; acts_[tail_] (the
     // tail's input) stays [count][size], its grouped copy in head_out_.
+    static constexpr int kMaxLanes = 16;
     LaneGroups groups_;
     std::vector<float> head_out_;
+    std::array<float, 256> pixel_{};  // the input's value of each byte (images_to_lanes)
     size_t tail_ = 0;                             // layers tail_.. run batched, split by rows
     std::vector<Slice> slices_;                   // [tail layer][part]
     std::vector<std::vector<float>> part_out_;    // [tail layer][part]: its rows' outputs, [count][rows]

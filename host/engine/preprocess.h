@@ -20,6 +20,18 @@ inline void image_to_input(const uint8_t* image, int rows, int cols, const Shape
         for (int x = 0; x < cols; ++x) out[(top + y) * input.w + left + x] = scaling.value(image[y * cols + x]);
 }
 
+// image_to_input of n images (bit for bit) into one lane group (engine/lane_groups.h): the input
+// tensor [h][w][lanes], lanes n.. zero; `pixel` holds scaling.value(b) for each byte b.
+inline void images_to_lanes(const uint8_t* const* images, int n, int lanes, int rows, int cols, const Shape& input,
+                            const float* pixel, float* group) {
+    const int top = (input.h - rows) / 2, left = (input.w - cols) / 2;
+    for (int i = 0; i < input.h * input.w; ++i)
+        for (int s = 0; s < lanes; ++s) group[i * lanes + s] = s < n ? pixel[0] : 0.0f;
+    for (int s = 0; s < n; ++s)
+        for (int y = 0; y < rows; ++y)
+            for (int x = 0; x < cols; ++x) group[((top + y) * input.w + left + x) * lanes + s] = pixel[images[s][y * cols + x]];
+}
+
 // Softmax cross-entropy of one sample. Writes dLoss/dlogits scaled by `scale`
 // (1/batch for a mean loss), returns the loss; `correct` when the arg-max is the label
 // (the first maximum wins ties).
