@@ -23,9 +23,11 @@ namespace lenet5 {
 class HostEngine : public Engine, private ExchangePort {
 public:
     // threads > 1 cuts the work into parts, one per thread. Part p takes a contiguous
-    // slice of the batch, with its own gradient buffer (the buffers are summed in part
-    // order), and runs it one sample at a time through the network, except the tail of
-    // layers the ops batch (HostOps::batched), which it runs over the whole slice at once.
+    // slice of the batch (cut at a multiple of the lane groups' width), with its own gradient
+    // buffer (the buffers are summed in part order), and runs it through the layers before the
+    // tail in lane groups (HostOps::forward_lanes, when the ops have them for each of those
+    // layers) or one sample at a time, then through the tail of layers the ops batch
+    // (HostOps::batched) over the whole slice at once.
     // A tail layer with a large matrix (kSplitWeights) is instead split by rows: part p
     // runs a block of its rows over the whole batch and writes those rows' gradients into
     // the shared buffer (one copy of a large gradient, not one per thread); the parts'

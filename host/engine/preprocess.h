@@ -27,9 +27,11 @@ inline void images_to_lanes(const uint8_t* const* images, int n, int lanes, int 
     const int top = (input.h - rows) / 2, left = (input.w - cols) / 2;
     for (int i = 0; i < input.h * input.w; ++i)
         for (int s = 0; s < lanes; ++s) group[i * lanes + s] = s < n ? pixel[0] : 0.0f;
-    for (int s = 0; s < n; ++s)
-        for (int y = 0; y < rows; ++y)
-            for (int x = 0; x < cols; ++x) group[((top + y) * input.w + left + x) * lanes + s] = pixel[images[s][y * cols + x]];
+    for (int y = 0; y < rows; ++y)
+        for (int x = 0; x < cols; ++x) {  // the group's vector of a pixel, written in one place
+            float* dst = group + ((top + y) * input.w + left + x) * lanes;
+            for (int s = 0; s < n; ++s) dst[s] = pixel[images[s][y * cols + x]];
+        }
 }
 
 // Softmax cross-entropy of one sample. Writes dLoss/dlogits scaled by `scale`
