@@ -572,7 +572,9 @@ struct SimdLayers {
     // gradient pass through the core a few times per call rather than once per sample.
 
     static constexpr bool kBig = V::kRegs >= 32;
-    static constexpr int kFcRows = kBig ? 4 : 2, kFcSamples = kBig ? 5 : 3, kFcVectors = kBig ? 5 : 3;
+    // The backward blocks: 4 rows (or 4 or 5 samples) x 3 or 5 vectors, 12 accumulators on AVX2 (2 or 3
+    // rows left the fma latency exposed: C5's backward over 32 samples took 1.2x as long).
+    static constexpr int kFcRows = 4, kFcSamples = kBig ? 5 : 4, kFcVectors = kBig ? 5 : 3;
     // The forward pass keeps 4 rows' weight vectors in registers beside 4 x 3 accumulators (C5 on
     // AVX2: 1.5x over 2 x 3, which left the fma latency exposed).
     static constexpr int kFcFwdRows = 4, kFcFwdSamples = kBig ? 5 : 3;
