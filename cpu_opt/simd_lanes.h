@@ -51,11 +51,11 @@ struct SimdLanes {
     // the columns col0 + t in [0, width) are read (the rest count as zeros).
     template <int K, int R, bool Clip>
     static void row_taps(F* acc, const F* w, const float* row, int col0, int width) {
-        // Column col0 + t at base + t*N: one base register, constant offsets.
-        const float* base = row + static_cast<ptrdiff_t>(col0) * N;
+        // Unclipped, column col0 + t is at base + t*N: one base register, constant offsets.
+        const float* base = Clip ? row : row + static_cast<ptrdiff_t>(col0) * N;
         LENET5_UNROLL for (int t = 0; t < R + K - 1; ++t) {
             if (Clip && (col0 + t < 0 || col0 + t >= width)) continue;
-            const F v = V::load(base + t * N);
+            const F v = V::load(Clip ? row + static_cast<ptrdiff_t>(col0 + t) * N : base + t * N);
             LENET5_UNROLL for (int kx = 0; kx < K; ++kx)
                 if (t - kx >= 0 && t - kx < R) acc[t - kx] = V::fma(w[kx], v, acc[t - kx]);
         }
