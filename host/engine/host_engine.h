@@ -89,7 +89,8 @@ private:
     void forward_head(const Dataset& data, const int32_t* order, int first, int begin, int end);
     void backward_head(int part, const float* d, size_t dsize, float* g);
     // Part `part` of the current batch of `count` cut into T: [part_first(count, part, T),
-    // part_first(count, part + 1, T)), at multiples of the lane groups' width when there are groups.
+    // part_first(count, part + 1, T)), at multiples of the lane groups' width when there are groups
+    // and a full group for each thread.
     int part_first(int count, int part, int T) const;
     template <class Body>
     void run_parts(int T, Body&& body);
