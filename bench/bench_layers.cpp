@@ -200,7 +200,10 @@ void register_all() {
         }
     for (size_t k = 0; k < net.layers.size(); ++k)
         for (const auto& [name, o] : ops) {
-            if (!o->lanes_supported || !o->lanes_supported(net.layers[k])) continue;
+            // The layers HostEngine runs in lane groups: those before the tail of batched layers.
+            size_t tail = net.layers.size();
+            while (tail > 0 && o->batched && o->batched(net.layers[tail - 1])) --tail;
+            if (!o->lanes_supported || !o->lanes_supported(net.layers[k]) || k >= tail) continue;
             const std::string group = net.layers[k].name + "/" + name + "/lanes:" + std::to_string(o->lanes);
             benchmark::RegisterBenchmark(("forward/" + group).c_str(), layer_lanes, o, net, k, false);
             benchmark::RegisterBenchmark(("backward/" + group).c_str(), layer_lanes, o, net, k, true);
