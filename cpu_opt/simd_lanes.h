@@ -299,13 +299,8 @@ struct SimdLanes {
     static float* window_at(const LayerSpec& l, float* in, int c, int y, int x) {
         return in + static_cast<ptrdiff_t>((c * l.in.h + 2 * y) * l.in.w + 2 * x) * N;
     }
-    // The reference's sum (left to right) and running maximum (the first largest wins).
+    // The reference's sum, left to right.
     static F sum(const Window& w) { return V::add(V::add(V::add(w.a, w.b), w.c), w.d); }
-    static F max(const Window& w) {
-        F m = V::select(V::greater(w.b, w.a), w.b, w.a);
-        m = V::select(V::greater(w.c, m), w.c, m);
-        return V::select(V::greater(w.d, m), w.d, m);
-    }
 
     static void window_forward(const LayerSpec& l, const float* params, const float* in, float* out) {
         const int OH = l.out.h, OW = l.out.w;
@@ -319,7 +314,7 @@ struct SimdLanes {
                     F v;
                     switch (l.kind) {
                         case LayerKind::Subsample: v = V::fma(coef, sum(w), bias); break;
-                        case LayerKind::MaxPool: v = max(w); break;
+                        case LayerKind::MaxPool: v = L::max4(w.a, w.b, w.c, w.d); break;
                         default: v = V::mul(sum(w), V::set1(0.25f)); break;
                     }
                     V::store(out + static_cast<ptrdiff_t>((c * OH + y) * OW + x) * N, v);
@@ -346,18 +341,7 @@ struct SimdLanes {
                         gbias = V::add(gbias, d);
                         g[0] = g[1] = g[2] = g[3] = V::mul(d, coef);
                     } else if (l.kind == LayerKind::MaxPool) {
-                        // Where the running maximum last changed: d, else c, else b, else a.
-                        const auto tb = V::greater(w.b, w.a);
-                        const F m0 = V::select(tb, w.b, w.a);
-                        const auto tc = V::greater(w.c, m0);
-                        const auto td = V::greater(w.d, V::select(tc, w.c, m0));
-                        F rest = d;
-                        g[3] = V::select(td, rest, V::zero());
-                        rest = V::select(td, V::zero(), rest);
-                        g[2] = V::select(tc, rest, V::zero());
-                        rest = V::select(tc, V::zero(), rest);
-                        g[1] = V::select(tb, rest, V::zero());
-                        g[0] = V::select(tb, V::zero(), rest);
+                        L::max4_grads(w.a, w.b, w.c, w.d, d, g);
                     } else {
                         g[0] = g[1] = g[2] = g[3] = V::mul(d, V::set1(0.25f));
                     }

@@ -861,13 +861,28 @@ struct SimdLayers {
         return w;
     }
 
-    // The reference's running maximum (replaced only by a larger input, so the first
-    // largest wins) and its sum.
-    static F window_max(const Window& w) {
-        F m = V::select(V::greater(w.o0, w.e0), w.o0, w.e0);
-        m = V::select(V::greater(w.e1, m), w.e1, m);
-        return V::select(V::greater(w.o1, m), w.o1, m);
+    // The reference's running maximum of a window's four inputs in its order (replaced only by a
+    // larger input, so the first largest wins), and the gradient d routed to that input: g[k] is
+    // d for the input where the maximum last changed, 0 for the others. Shared with simd_lanes.h.
+    static F max4(F a, F b, F c, F d) {
+        F m = V::select(V::greater(b, a), b, a);
+        m = V::select(V::greater(c, m), c, m);
+        return V::select(V::greater(d, m), d, m);
     }
+    static void max4_grads(F a, F b, F c, F d, F grad, F* g) {
+        const auto tb = V::greater(b, a);
+        const F m0 = V::select(tb, b, a);
+        const auto tc = V::greater(c, m0);
+        const auto td = V::greater(d, V::select(tc, c, m0));
+        F rest = grad;
+        g[3] = V::select(td, rest, V::zero());
+        rest = V::select(td, V::zero(), rest);
+        g[2] = V::select(tc, rest, V::zero());
+        rest = V::select(tc, V::zero(), rest);
+        g[1] = V::select(tb, rest, V::zero());
+        g[0] = V::select(tb, V::zero(), rest);
+    }
+    static F window_max(const Window& w) { return max4(w.e0, w.o0, w.e1, w.o1); }
     static F window_mean(const Window& w) { return V::mul(V::add(V::add(V::add(w.e0, w.o0), w.e1), w.o1), V::set1(0.25f)); }
 
     static void pool_forward(const LayerSpec& l, const float* in, float* out) {
@@ -899,18 +914,7 @@ struct SimdLayers {
                     F g[4];  // e0 o0 e1 o1
                     if (max) {
                         const Window w = window(r0 + 2 * x0, r0 + IW + 2 * x0, n);
-                        // Where the running maximum last changed: o1, else e1, else o0, else e0.
-                        const auto t0 = V::greater(w.o0, w.e0);
-                        const F m0 = V::select(t0, w.o0, w.e0);
-                        const auto t1 = V::greater(w.e1, m0);
-                        const auto t2 = V::greater(w.o1, V::select(t1, w.e1, m0));
-                        F rest = d;
-                        g[3] = V::select(t2, rest, V::zero());
-                        rest = V::select(t2, V::zero(), rest);
-                        g[2] = V::select(t1, rest, V::zero());
-                        rest = V::select(t1, V::zero(), rest);
-                        g[1] = V::select(t0, rest, V::zero());
-                        g[0] = V::select(t0, V::zero(), rest);
+                        max4_grads(w.e0, w.o0, w.e1, w.o1, d, g);
                     } else {
                         g[0] = g[1] = g[2] = g[3] = V::mul(d, V::set1(0.25f));  // = d / 4 exactly
                     }
