@@ -195,13 +195,11 @@ int HostEngine::part_first(int count, int part, int T) const {
 // Samples [begin, end) of the batch through the layers before the tail.
 void HostEngine::forward_head(const Dataset& data, const int32_t* order, int first, int begin, int end) {
     const size_t in_size = static_cast<size_t>(net_.input.size());
-    auto input = [&](int s, float* x) {
-        image_to_input(data.image(order ? order[first + s] : first + s), data.rows, data.cols, net_.input, net_.scaling, x);
-    };
+    auto image = [&](int s) { return data.image(order ? order[first + s] : first + s); };
     groups_.each(begin, end, [&](const int s0, const int n, const bool grouped) {
         if (grouped) {
             const uint8_t* images[kMaxLanes];
-            for (int s = 0; s < n; ++s) images[s] = data.image(order ? order[first + s0 + s] : first + s0 + s);
+            for (int s = 0; s < n; ++s) images[s] = image(s0 + s);
             images_to_lanes(images, n, groups_.lanes, data.rows, data.cols, net_.input, pixel_.data(),
                             acts_[0].data() + static_cast<size_t>(s0) * in_size);
             for (size_t k = 0; k < tail_; ++k) {
@@ -215,7 +213,8 @@ void HostEngine::forward_head(const Dataset& data, const int32_t* order, int fir
             return;
         }
         for (int s = s0; s < s0 + n; ++s) {
-            input(s, acts_[0].data() + static_cast<size_t>(s) * in_size);
+            image_to_input(image(s), data.rows, data.cols, net_.input, net_.scaling,
+                           acts_[0].data() + static_cast<size_t>(s) * in_size);
             for (size_t k = 0; k < tail_; ++k) {
                 const LayerSpec& l = net_.layers[k];
                 ops_.forward(l, params_.data(), acts_[k].data() + static_cast<size_t>(s) * l.in.size(),
@@ -296,27 +295,29 @@ int HostEngine::parts(int count) const {
 // dLoss/d(the tail's input); their gradients are added into g.
 void HostEngine::backward_head(int part, const float* d, size_t dsize, float* g) {
     const int T = parts(count_);
+    float* a = scratch_[static_cast<size_t>(part)].data();
+    float* b = a + scratch_[static_cast<size_t>(part)].size() / 2;
     int done = 0;  // samples since the exchange's last progress
-    groups_.each(part_first(count_, part, T), part_first(count_, part + 1, T), [&](const int s0, const int n, const bool grouped) {
-        float* a = scratch_[static_cast<size_t>(part)].data();
-        float* b = a + scratch_[static_cast<size_t>(part)].size() / 2;
+    auto samples = [&](const int s0, const int n, const bool grouped) {
         if (grouped) {
             groups_.to_lanes(d + static_cast<size_t>(s0) * dsize, n, dsize, a);
             for (size_t k = tail_; k-- > 0;) {
                 const LayerSpec& l = net_.layers[k];
-                const float* out = (k + 1 == tail_ ? head_out_ : acts_[k + 1]).data() + static_cast<size_t>(s0) * l.out.size();
+                const size_t at = static_cast<size_t>(s0) * l.out.size();
+                const float* out = (k + 1 == tail_ ? head_out_ : acts_[k + 1]).data() + at;
                 ops_.backward_lanes(l, params_.data(), acts_[k].data() + static_cast<size_t>(s0) * l.in.size(), out, a,
                                     k ? b : nullptr, g);
                 std::swap(a, b);
             }
-        }
-        for (int s = s0; s < s0 + n && !grouped; ++s) {
-            std::copy_n(d + static_cast<size_t>(s) * dsize, dsize, a);
-            for (size_t k = tail_; k-- > 0;) {
-                const LayerSpec& l = net_.layers[k];
-                ops_.backward(l, params_.data(), acts_[k].data() + static_cast<size_t>(s) * l.in.size(),
-                              acts_[k + 1].data() + static_cast<size_t>(s) * l.out.size(), a, k ? b : nullptr, g);
-                std::swap(a, b);
+        } else {
+            for (int s = s0; s < s0 + n; ++s) {
+                std::copy_n(d + static_cast<size_t>(s) * dsize, dsize, a);
+                for (size_t k = tail_; k-- > 0;) {
+                    const LayerSpec& l = net_.layers[k];
+                    ops_.backward(l, params_.data(), acts_[k].data() + static_cast<size_t>(s) * l.in.size(),
+                                  acts_[k + 1].data() + static_cast<size_t>(s) * l.out.size(), a, k ? b : nullptr, g);
+                    std::swap(a, b);
+                }
             }
         }
         // One part announced the tail's layers already: let their exchange move on meanwhile.
@@ -325,7 +326,8 @@ void HostEngine::backward_head(int part, const float* d, size_t dsize, float* g)
             listener_.progress();
             done = 0;
         }
-    });
+    };
+    groups_.each(part_first(count_, part, T), part_first(count_, part + 1, T), samples);
 }
 
 void HostEngine::backward() {
