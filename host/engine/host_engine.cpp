@@ -41,11 +41,10 @@ HostEngine::HostEngine(Network net, std::string variant, const HostOps& ops, int
     acts_.resize(net_.layers.size() + 1);
     tail_ = net_.layers.size();
     while (tail_ > 0 && ops_.batched && ops_.batched(net_.layers[tail_ - 1])) --tail_;
-    if (tail_ > 0 && ops_.lanes > 0 &&
+    if (tail_ > 0 && ops_.lanes > 0 && ops_.lanes <= kMaxLanes &&
         std::all_of(net_.layers.begin(), net_.layers.begin() + static_cast<std::ptrdiff_t>(tail_),
                     [&](const LayerSpec& l) { return ops_.lanes_supported(l); }))
         groups_.lanes = ops_.lanes;
-    if (groups_.lanes > kMaxLanes) groups_.lanes = 0;
     for (int b = 0; b < 256; ++b) pixel_[static_cast<size_t>(b)] = net_.scaling.value(b);
     const size_t per_part = 2 * static_cast<size_t>(largest) * static_cast<size_t>(std::max(1, groups_.lanes));
     scratch_.assign(static_cast<size_t>(threads_), std::vector<float>(per_part));

@@ -145,7 +145,7 @@ private:
     // The layers before the tail in lane groups (HostOps::forward_lanes), when ops_ has them for
     // each one: acts_[0 .. tail_-1] then hold the grouped samples in lanes; acts_[tail_] (the
     // tail's input) stays [count][size], its grouped copy in head_out_.
-    static constexpr int kMaxLanes = 16;
+    static constexpr int kMaxLanes = 16;  // the widest group forward_head stages images for
     LaneGroups groups_;
     std::vector<float> head_out_;
     std::array<float, 256> pixel_{};  // the input's value of each byte (images_to_lanes)
