@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "simd_lanes.h"
+#include "simd_lanes_winograd.h"
 
 namespace lenet5 {
 namespace {
@@ -48,6 +48,7 @@ struct Avx2 {
     }
 
     static F add(F a, F b) { return _mm256_add_ps(a, b); }
+    static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
     static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
     static F min(F a, F b) { return _mm256_min_ps(a, b); }  // b when either is NaN
     static F max(F a, F b) { return _mm256_max_ps(a, b); }  // b when either is NaN
@@ -107,9 +108,10 @@ struct Avx2 {
 const HostOps& simd_avx2_ops() {
     using L = SimdLayers<Avx2>;
     using G = SimdLanes<Avx2>;
+    using W = LaneLayers<Avx2>;
     static const HostOps ops{L::forward,        L::backward,    L::update,     L::batched,
                              L::forward_batch,  L::backward_batch, L::backward_batch_set, L::outer_grads,
-                             L::sgd_outer,      Avx2::N,        G::supported,  G::forward,
+                             L::sgd_outer,      Avx2::N,        G::supported,  W::forward,
                              G::backward};
     return ops;
 }

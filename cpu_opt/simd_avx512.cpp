@@ -22,7 +22,7 @@
 #endif
 #include <immintrin.h>
 
-#include "simd_lanes.h"
+#include "simd_lanes_winograd.h"
 
 namespace lenet5 {
 namespace {
@@ -42,6 +42,7 @@ struct Avx512 {
     static void store(float* p, F v, Mask m) { _mm256_mask_storeu_ps(p, m, v); }
 
     static F add(F a, F b) { return _mm256_add_ps(a, b); }
+    static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
     static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
     static F min(F a, F b) { return _mm256_min_ps(a, b); }  // b when either is NaN
     static F max(F a, F b) { return _mm256_max_ps(a, b); }  // b when either is NaN
@@ -175,9 +176,10 @@ void backward(const LayerSpec& l, const float* p, const float* in, const float* 
 const HostOps& simd_avx512_ops() {
     using L = Narrow;
     using G = SimdLanes<Avx512>;
+    using W = LaneLayers<Avx512>;
     static const HostOps ops{forward,       backward,       L::update,          L::batched,
                              forward_batch, backward_batch, backward_batch_set, L::outer_grads,
-                             L::sgd_outer,  Avx512::N,      G::supported,       G::forward,
+                             L::sgd_outer,  Avx512::N,      G::supported,       W::forward,
                              G::backward};
     return ops;
 }
