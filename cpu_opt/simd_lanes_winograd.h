@@ -42,16 +42,13 @@ struct LaneWinograd {
     }
     static int tiles(const LayerSpec& l) { return (l.out.w + M - 1) / M; }
 
-    // G, 8 points x 5 taps.
-    static constexpr float kG[P][K] = {
-        {1.0f, 0.0f, 0.0f, 0.0f, 0.0f},
-        {-2.0f / 9, -2.0f / 9, -2.0f / 9, -2.0f / 9, -2.0f / 9},
-        {-2.0f / 9, 2.0f / 9, -2.0f / 9, 2.0f / 9, -2.0f / 9},
-        {1.0f / 90, 1.0f / 45, 2.0f / 45, 4.0f / 45, 8.0f / 45},
-        {1.0f / 90, -1.0f / 45, 2.0f / 45, -4.0f / 45, 8.0f / 45},
-        {32.0f / 45, 16.0f / 45, 8.0f / 45, 4.0f / 45, 2.0f / 45},
-        {32.0f / 45, -16.0f / 45, 8.0f / 45, -4.0f / 45, 2.0f / 45},
-        {0.0f, 0.0f, 0.0f, 0.0f, 1.0f},
+    // G (8 points x 5 taps), stored by tap: kGT[k][p] = G[p][k].
+    static constexpr float kGT[K][P] = {
+        {1.0f, -2.0f / 9, -2.0f / 9, 1.0f / 90, 1.0f / 90, 32.0f / 45, 32.0f / 45, 0.0f},
+        {0.0f, -2.0f / 9, 2.0f / 9, 1.0f / 45, -1.0f / 45, 16.0f / 45, -16.0f / 45, 0.0f},
+        {0.0f, -2.0f / 9, -2.0f / 9, 2.0f / 45, 2.0f / 45, 8.0f / 45, 8.0f / 45, 0.0f},
+        {0.0f, -2.0f / 9, 2.0f / 9, 4.0f / 45, -4.0f / 45, 4.0f / 45, -4.0f / 45, 0.0f},
+        {0.0f, -2.0f / 9, -2.0f / 9, 8.0f / 45, 8.0f / 45, 2.0f / 45, 2.0f / 45, 1.0f},
     };
 
     static F c(float x) { return V::set1(x); }
@@ -93,12 +90,12 @@ struct LaneWinograd {
         const int rows = l.connections() * K;
         float* u = tls_wino_kernel.get(static_cast<size_t>(rows) * P);
         const float* w = params + l.weight_offset;
-        for (int r = 0; r < rows; ++r)
-            for (int p = 0; p < P; ++p) {
-                float s = 0;
-                for (int k = 0; k < K; ++k) s += kG[p][k] * w[r * K + k];
-                u[r * P + p] = s;
-            }
+        for (int r = 0; r < rows; ++r) {
+            float* ur = u + r * P;
+            for (int p = 0; p < P; ++p) ur[p] = 0;
+            for (int k = 0; k < K; ++k)  // over p inside: one 8-wide fma a tap
+                for (int p = 0; p < P; ++p) ur[p] += kGT[k][p] * w[r * K + k];
+        }
         return u;
     }
 

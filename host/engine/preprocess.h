@@ -25,12 +25,15 @@ inline void image_to_input(const uint8_t* image, int rows, int cols, const Shape
 inline void images_to_lanes(const uint8_t* const* images, int n, int lanes, int rows, int cols, const Shape& input,
                             const float* pixel, float* group) {
     const int top = (input.h - rows) / 2, left = (input.w - cols) / 2;
-    for (int i = 0; i < input.h * input.w; ++i)
-        for (int s = 0; s < lanes; ++s) group[i * lanes + s] = s < n ? pixel[0] : 0.0f;
-    for (int y = 0; y < rows; ++y)
-        for (int x = 0; x < cols; ++x) {  // the group's vector of a pixel, written in one place
-            float* dst = group + ((top + y) * input.w + left + x) * lanes;
-            for (int s = 0; s < n; ++s) dst[s] = pixel[images[s][y * cols + x]];
+    for (int y = 0; y < input.h; ++y)
+        for (int x = 0; x < input.w; ++x) {  // the group's vector of a position, written once
+            float* dst = group + (y * input.w + x) * lanes;
+            const int iy = y - top, ix = x - left;
+            if (iy >= 0 && iy < rows && ix >= 0 && ix < cols)
+                for (int s = 0; s < n; ++s) dst[s] = pixel[images[s][iy * cols + ix]];
+            else
+                for (int s = 0; s < n; ++s) dst[s] = pixel[0];
+            for (int s = n; s < lanes; ++s) dst[s] = 0.0f;
         }
 }
 
