@@ -85,16 +85,17 @@ struct LaneWinograd {
     // A transformed map is [p][t][y]: for each point and tile, a column of vectors down the rows,
     // which is what row_taps walks.
 
-    // U[r][p] = (G g_r)[p] for each kernel row r = j*K + ky (scalars: one broadcast serves the group).
+    // U[r][p] = (G g_r)[p] for each kernel row r = j*K + ky, one vector a row (read back as scalars:
+    // one broadcast serves the group).
     static const float* kernel_rows(const LayerSpec& l, const float* params) {
         const int rows = l.connections() * K;
         float* u = tls_wino_kernel.get(static_cast<size_t>(rows) * P);
         const float* w = params + l.weight_offset;
+        static_assert(N == P, "a kernel row's 8 points are one vector");
         for (int r = 0; r < rows; ++r) {
-            float* ur = u + r * P;
-            for (int p = 0; p < P; ++p) ur[p] = 0;
-            for (int k = 0; k < K; ++k)  // over p inside: one 8-wide fma a tap
-                for (int p = 0; p < P; ++p) ur[p] += kGT[k][p] * w[r * K + k];
+            F acc = V::zero();
+            LENET5_UNROLL for (int k = 0; k < K; ++k) acc = V::fma(V::load(kGT[k]), V::set1(w[r * K + k]), acc);
+            V::store(u + r * P, acc);
         }
         return u;
     }
