@@ -112,7 +112,7 @@ const HostOps& simd_avx2_ops() {
     static const HostOps ops{L::forward,        L::backward,    L::update,     L::batched,
                              L::forward_batch,  L::backward_batch, L::backward_batch_set, L::outer_grads,
                              L::sgd_outer,      Avx2::N,        G::supported,  W::forward,
-                             G::backward};
+                             W::backward};
     return ops;
 }
 

@@ -180,7 +180,7 @@ const HostOps& simd_avx512_ops() {
     static const HostOps ops{forward,       backward,       L::update,          L::batched,
                              forward_batch, backward_batch, backward_batch_set, L::outer_grads,
                              L::sgd_outer,  Avx512::N,      G::supported,       W::forward,
-                             G::backward};
+                             W::backward};
     return ops;
 }
 

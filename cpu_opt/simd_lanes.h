@@ -144,9 +144,10 @@ struct SimdLanes {
     static constexpr int kGradRows = kGradAcc<K> / (M * K) < K ? kGradAcc<K> / (M * K) : K;
 
     // gv[m][ky][kx] (N lane sums each) = sum over y, x of d[m][y][x] * s[y + ky][x + kx], for
-    // the kernel rows ky0 .. ky0+Rows of M connections that read the same input map s (is.w wide).
+    // the kernel rows ky0 .. ky0+Rows of M connections that read the same input map s (rows IW
+    // apart; d's rows DW apart).
     template <int K, int M, int Rows>
-    static void weight_grad_block(const float* const* d, const float* s, int OH, int OW, int IW, int ky0,
+    static void weight_grad_block(const float* const* d, const float* s, int OH, int OW, int DW, int IW, int ky0,
                                   float* const* gv) {
         F acc[M][Rows][K];
         LENET5_UNROLL for (int m = 0; m < M; ++m) LENET5_UNROLL for (int r = 0; r < Rows; ++r)
@@ -154,7 +155,7 @@ struct SimdLanes {
         for (int y = 0; y < OH; ++y)
             for (int x = 0; x < OW; ++x) {
                 F dv[M];
-                LENET5_UNROLL for (int m = 0; m < M; ++m) dv[m] = V::load(d[m] + static_cast<ptrdiff_t>(y * OW + x) * N);
+                LENET5_UNROLL for (int m = 0; m < M; ++m) dv[m] = V::load(d[m] + static_cast<ptrdiff_t>(y * DW + x) * N);
                 LENET5_UNROLL for (int r = 0; r < Rows; ++r) {
                     const float* t = s + static_cast<ptrdiff_t>((y + ky0 + r) * IW + x) * N;
                     LENET5_UNROLL for (int kx = 0; kx < K; ++kx) {
@@ -171,21 +172,27 @@ struct SimdLanes {
     static void weight_grad_rows(const float* const* d, const float* s, int OH, int OW, int IW, float* const* gv) {
         constexpr int Rows = kGradRows<K, M>;
         int ky0 = 0;
-        for (; ky0 + Rows <= K; ky0 += Rows) weight_grad_block<K, M, Rows>(d, s, OH, OW, IW, ky0, gv);
-        if constexpr (K % Rows != 0) weight_grad_block<K, M, K % Rows>(d, s, OH, OW, IW, ky0, gv);
+        for (; ky0 + Rows <= K; ky0 += Rows) weight_grad_block<K, M, Rows>(d, s, OH, OW, OW, IW, ky0, gv);
+        if constexpr (K % Rows != 0) weight_grad_block<K, M, K % Rows>(d, s, OH, OW, OW, IW, ky0, gv);
     }
 
     // dout becomes the gradient before the activation; adds the bias and weight gradients (summed
     // over lanes) into grads and, unless din is null, writes din.
+    // dout becomes the gradient before the activation; adds the bias gradients (summed over lanes).
+    static void bias_grads(const LayerSpec& l, const float* out, float* dout, float* grads) {
+        const int OHW = l.out.h * l.out.w;
+        for (int o = 0; o < l.out.c; ++o) {
+            const ptrdiff_t at = static_cast<ptrdiff_t>(o * OHW) * N;
+            grads[l.bias_offset + o] += V::sum(pre_activation_grads(l.activation, dout + at, out + at, OHW));
+        }
+    }
+
     template <int K>
     static void conv_backward(const LayerSpec& l, const float* params, const float* in, const float* out,
                               float* dout, float* din, float* grads) {
         const Shape is = padded_shape(l);
         const int OH = l.out.h, OW = l.out.w, OHW = OH * OW;
-        for (int o = 0; o < l.out.c; ++o) {
-            const ptrdiff_t at = static_cast<ptrdiff_t>(o * OHW) * N;
-            grads[l.bias_offset + o] += V::sum(pre_activation_grads(l.activation, dout + at, out + at, OHW));
-        }
+        bias_grads(l, out, dout, grads);
 
         // Weight gradients: over the connections from each input map, in groups that share its loads.
         const float* src = padded(l, in);

@@ -25,7 +25,7 @@
 namespace lenet5 {
 namespace {
 
-thread_local Scratch<float> tls_wino_kernel, tls_wino_in, tls_wino_sums;
+thread_local Scratch<float> tls_wino_kernel, tls_wino_in, tls_wino_dy, tls_wino_sums, tls_wino_rows;
 
 template <class V>
 struct LaneWinograd {
@@ -70,6 +70,20 @@ struct LaneWinograd {
         v[6] = V::sub(a, b);
     }
 
+    // d = B v (B^T's transpose: the input gradient of a tile).
+    static void input_transform_t(const F* v, F* d) {
+        const F s12 = V::add(v[1], v[2]), d12 = V::sub(v[1], v[2]), s34 = V::add(v[3], v[4]), d34 = V::sub(v[3], v[4]);
+        const F s56 = V::add(v[5], v[6]), d56 = V::sub(v[5], v[6]);
+        d[0] = v[0];
+        d[1] = V::sub(V::fma(c(2.0f), d56, V::fma(c(0.5f), d34, d12)), v[7]);
+        d[2] = V::fma(c(4.0f), s56, V::fma(c(0.25f), s34, V::fnma(c(5.25f), v[0], s12)));
+        d[3] = V::fma(c(5.25f), v[7], V::fnma(c(2.5f), V::add(d34, d56), V::mul(c(-4.25f), d12)));
+        d[4] = V::fnma(c(5.0f), s56, V::fnma(c(1.25f), s34, V::fnma(c(4.25f), s12, V::mul(c(5.25f), v[0]))));
+        d[5] = V::fnma(c(5.25f), v[7], V::fma(c(0.5f), d56, V::fma(c(2.0f), d34, d12)));
+        d[6] = V::sub(V::add(V::add(s12, s34), s56), v[0]);
+        d[7] = v[7];
+    }
+
     // y = A^T m (the 4 outputs of a tile).
     static void output_transform(const F* m, F* y) {
         const F s12 = V::add(m[1], m[2]), d12 = V::sub(m[1], m[2]), s34 = V::add(m[3], m[4]), d34 = V::sub(m[3], m[4]);
@@ -78,6 +92,23 @@ struct LaneWinograd {
         y[1] = V::fma(c(0.5f), d56, V::fma(c(2.0f), d34, d12));
         y[2] = V::fma(c(0.25f), s56, V::fma(c(4.0f), s34, s12));
         y[3] = V::add(V::fma(c(0.125f), d56, V::fma(c(8.0f), d34, d12)), m[7]);
+    }
+
+    // m = A y (A^T's transpose: a tile's output gradient at the 8 points).
+    static void output_transform_t(const F* y, F* m) {
+        F e = V::add(y[0], y[2]), o = V::add(y[1], y[3]);
+        m[0] = y[0];
+        m[1] = V::add(e, o);
+        m[2] = V::sub(e, o);
+        e = V::fma(c(4.0f), y[2], y[0]);
+        o = V::fma(c(8.0f), y[3], V::mul(c(2.0f), y[1]));
+        m[3] = V::add(e, o);
+        m[4] = V::sub(e, o);
+        e = V::fma(c(0.25f), y[2], y[0]);
+        o = V::fma(c(0.125f), y[3], V::mul(c(0.5f), y[1]));
+        m[5] = V::add(e, o);
+        m[6] = V::sub(e, o);
+        m[7] = y[3];
     }
 
     // ---- the transformed tensors ------------------------------------------------------
@@ -117,6 +148,33 @@ struct LaneWinograd {
                 }
             }
         return v;
+    }
+
+    // A over each tile of each output-gradient row: [o][p][t][K-1 + OH + K-1], the rows between
+    // K-1 zero rows at each end (so that the input gradient's taps need no clipping), columns
+    // past the output zero.
+    static int gradient_rows(const LayerSpec& l) { return l.out.h + 2 * (K - 1); }
+    static const float* gradient_tiles(const LayerSpec& l, const float* dout) {
+        const int T = tiles(l), OH = l.out.h, OW = l.out.w, GH = gradient_rows(l);
+        float* g = tls_wino_dy.get(static_cast<size_t>(l.out.c * P * T * GH) * N);
+        for (int col = 0; col < l.out.c * P * T; ++col) {
+            float* c0 = g + static_cast<ptrdiff_t>(col * GH) * N;
+            L::zero(c0, (K - 1) * N);
+            L::zero(c0 + (K - 1 + OH) * N, (K - 1) * N);
+        }
+        for (int o = 0; o < l.out.c; ++o)
+            for (int y = 0; y < OH; ++y) {
+                const float* row = dout + static_cast<ptrdiff_t>((o * OH + y) * OW) * N;
+                for (int t = 0; t < T; ++t) {
+                    F dy[M], m[P];
+                    LENET5_UNROLL for (int x = 0; x < M; ++x)
+                        dy[x] = t * M + x < OW ? V::load(row + static_cast<ptrdiff_t>(t * M + x) * N) : V::zero();
+                    output_transform_t(dy, m);
+                    LENET5_UNROLL for (int p = 0; p < P; ++p)
+                        V::store(g + static_cast<ptrdiff_t>(((o * P + p) * T + t) * GH + K - 1 + y) * N, m[p]);
+                }
+            }
+        return g;
     }
 
     // ---- the passes --------------------------------------------------------------------
@@ -169,14 +227,109 @@ struct LaneWinograd {
         L::activate(l, out, l.out.size() * N);
     }
 
+    static void backward(const LayerSpec& l, const float* params, const float* in, const float* out, float* dout,
+                         float* din, float* grads) {
+        const Shape is = Lanes::padded_shape(l);
+        Lanes::bias_grads(l, out, dout, grads);
+        const float* g = gradient_tiles(l, dout);
+        const typename L::Feeds f = L::feeds(l);
+        weight_grads(l, f, input_tiles(l, Lanes::padded(l, in), is), g, is, grads);
+        if (!din) return;
+        if (l.pad != 0) return Lanes::template din_cols<K>(l, params, f, dout, din);
+        input_grads(l, f, kernel_rows(l, params), g, din);
+    }
+
+    // dd = B [sum over the connections from i and the kernel rows of U * (A dy)], tile by tile,
+    // the tiles' 8 columns overlapping by 4: rows [i][y][4T + 4] in scratch, then the IW columns.
+    static void input_grads(const LayerSpec& l, const typename L::Feeds& f, const float* u, const float* g,
+                            float* din) {
+        const int T = tiles(l), GH = gradient_rows(l), IH = l.in.h, IW = l.in.w, W = T * M + M;
+        float* rows = tls_wino_rows.get(static_cast<size_t>(l.in.c * IH * W) * N);
+        float* sums = tls_wino_sums.get(static_cast<size_t>(l.in.c * P * IH) * N);
+        L::zero(rows, l.in.c * IH * W * N);
+        for (int t = 0; t < T; ++t) {
+            for (int p = 0; p < P; ++p)
+                for (int i = 0; i < l.in.c; ++i)
+                    Lanes::template over_cols<Lanes::template kCols<K>>(IH, [&](int y0, auto cols) {
+                        constexpr int R = decltype(cols)::value;
+                        F acc[R];
+                        LENET5_UNROLL for (int r = 0; r < R; ++r) acc[r] = V::zero();
+                        for (int k = f.begin[i]; k < f.begin[i + 1]; ++k) {
+                            const int j = f.conn[k];
+                            F w[K];  // the kernel row reversed: acc[y] += U[ky] * g[y - ky], g's rows from K-1 on
+                            LENET5_UNROLL for (int kx = 0; kx < K; ++kx) w[kx] = V::set1(u[(j * K + K - 1 - kx) * P + p]);
+                            const float* col = g + static_cast<ptrdiff_t>(((l.conn_out[j] * P + p) * T + t) * GH + y0) * N;
+                            Lanes::template row_taps<K, R, false>(acc, w, col, 0, GH);
+                        }
+                        float* dst = sums + static_cast<ptrdiff_t>((i * P + p) * IH + y0) * N;
+                        LENET5_UNROLL for (int r = 0; r < R; ++r) V::store(dst + r * N, acc[r]);
+                    });
+            for (int i = 0; i < l.in.c; ++i)
+                for (int y = 0; y < IH; ++y) {
+                    F m[P], d[P];
+                    LENET5_UNROLL for (int p = 0; p < P; ++p) m[p] = V::load(sums + static_cast<ptrdiff_t>((i * P + p) * IH + y) * N);
+                    input_transform_t(m, d);
+                    float* dst = rows + static_cast<ptrdiff_t>((i * IH + y) * W + t * M) * N;
+                    LENET5_UNROLL for (int q = 0; q < P; ++q) V::store(dst + q * N, V::add(V::load(dst + q * N), d[q]));
+                }
+        }
+        for (int i = 0; i < l.in.c; ++i)
+            for (int y = 0; y < IH; ++y)
+                for (int x = 0; x < IW; ++x)
+                    V::store(din + static_cast<ptrdiff_t>((i * IH + y) * IW + x) * N,
+                             V::load(rows + static_cast<ptrdiff_t>((i * IH + y) * W + x) * N));
+    }
+
+    // dU[j][p][ky] = sum over tiles and rows of (A dy)[o_j] * (B^T d)[i_j] (lanes summed), then
+    // grads += G^T dU. Point by point; the connections from one input map in pairs that share its loads.
+    static void weight_grads(const LayerSpec& l, const typename L::Feeds& f, const float* v, const float* g,
+                             const Shape& is, float* grads) {
+        const int T = tiles(l), OH = l.out.h, GH = gradient_rows(l), taps = l.connections() * P * K;
+        float* du = tls_lanes_taps.get(static_cast<size_t>(taps) * N);
+        for (int p = 0; p < P; ++p)
+            for (int i = 0; i < l.in.c; ++i) {
+                const float* s = v + static_cast<ptrdiff_t>((i * P + p) * T * is.h) * N;
+                L::template in_groups<2>(f.begin[i + 1] - f.begin[i], [&](int first, auto maps) {
+                    constexpr int Maps = decltype(maps)::value;
+                    const float* d[Maps];
+                    float* gv[Maps];
+                    for (int m = 0; m < Maps; ++m) {
+                        const int j = f.conn[f.begin[i] + first + m];
+                        d[m] = g + static_cast<ptrdiff_t>((l.conn_out[j] * P + p) * T * GH + K - 1) * N;
+                        gv[m] = du + static_cast<ptrdiff_t>((j * P + p) * K) * N;
+                    }
+                    // The tiles as rows of OH vectors (GH apart in d, is.h in s); the taps are the kernel rows.
+                    Lanes::template weight_grad_block<K, Maps, 1>(d, s, T, OH, GH, is.h, 0, gv);
+                });
+            }
+        // Per kernel row: its 8 points' vectors summed over lanes (one vector over p), then
+        // dW[k] = sum over p of G[p][k] dU[p] as the lane sums of kGT[k] * dU.
+        float* gw = grads + l.weight_offset;
+        for (int j = 0; j < l.connections(); ++j)
+            for (int ky = 0; ky < K; ++ky) {
+                F part[N];
+                LENET5_UNROLL for (int p = 0; p < P; ++p) part[p] = V::load(du + static_cast<ptrdiff_t>((j * P + p) * K + ky) * N);
+                const F dU = V::sums(part);
+                LENET5_UNROLL for (int k = 0; k < N; ++k) part[k] = k < K ? V::mul(V::load(kGT[k]), dU) : V::zero();
+                float* dst = gw + (j * K + ky) * K;
+                L::store_n(dst, V::add(L::load_n(dst, K), V::sums(part)), K);
+            }
+    }
 };
 
-// The HostOps entry of the lane layers' forward pass: Winograd where it pays, else SimdLanes' direct one.
+// The HostOps entries of the lane layers: Winograd where it pays, else SimdLanes' direct ones.
 template <class V>
 struct LaneLayers {
+    using W = LaneWinograd<V>;
+    using D = SimdLanes<V>;
     static void forward(const LayerSpec& l, const float* params, const float* in, float* out) {
-        if (LaneWinograd<V>::pays(l)) return LaneWinograd<V>::forward(l, params, in, out);
-        SimdLanes<V>::forward(l, params, in, out);
+        if (W::pays(l)) return W::forward(l, params, in, out);
+        D::forward(l, params, in, out);
+    }
+    static void backward(const LayerSpec& l, const float* params, const float* in, const float* out, float* dout,
+                         float* din, float* grads) {
+        if (W::pays(l)) return W::backward(l, params, in, out, dout, din, grads);
+        D::backward(l, params, in, out, dout, din, grads);
     }
 };
 
