@@ -1,6 +1,6 @@
-// The lane layers' forward 5x5 convolution where several connections feed each output map
-// (LeNet-5's C3) by Winograd's F(4,5) along the rows: four outputs of a row from eight inputs take
-// 8 products a kernel row in place of 20.
+// The lane layers' 5x5 convolutions where several connections feed each output map (LeNet-5's
+// C3) by Winograd's F(4,5) along the rows: four outputs of a row from eight inputs take 8
+// products a kernel row in place of 20, in each of the three passes.
 //
 // In one dimension, for a tile of 8 input columns d and a kernel row g of 5 taps,
 //     y = A^T [(G g) * (B^T d)]        (4 outputs; * elementwise over 8 points)
@@ -10,13 +10,14 @@
 // points), G carries the fractions. Along the columns nothing changes: for each tile t and point
 // p the 2-D convolution becomes a 1-D one down the rows, with the transformed taps U[j][ky][p] as
 // its kernel, which SimdLanes::row_taps computes in register blocks as it computes a row.
+// The backward passes are the same identity's gradient, so they are exact too:
+//     dU = sum over tiles and rows of (B^T d) * (A dy), dW = G^T dU     (the weight gradient)
+//     dd = B [U * (A dy)], added over the tiles' overlapping columns     (the input gradient)
 //
-// C3's products a sample: 150,000 -> 72,000 (its 10 outputs a row take 3 tiles, 12 columns). The
-// transforms are paid per input map (B^T) and per output map (A^T), so it pays only where each
-// output map sums several connections: on C1 (one each) the forward took 37 -> 40 us a group of 8.
-// The backward passes (the identity's gradient, dU = (B^T d) * (A dy) and dd = B [U * (A dy)])
-// ran slower than SimdLanes' direct ones here: their transformed tensors are twice the size of
-// the maps and left L1 (bench/RESULTS.md); they stay direct.
+// C3's products a sample: 150,000 -> 72,000 in each pass (its 10 outputs a row take 3 tiles, 12
+// columns). The transforms are paid per input map (B^T) and per output map (A^T), so it pays
+// only where each output map sums several connections: on C1 (one each) the forward took 37 -> 40
+// us a group of 8, its backward 29 -> 35 (bench/RESULTS.md).
 //
 // Include only from simd_avx2.cpp and simd_avx512.cpp, after simd_lanes.h.
 #pragma once
@@ -114,7 +115,7 @@ struct LaneWinograd {
     // ---- the transformed tensors ------------------------------------------------------
     //
     // A transformed map is [p][t][y]: for each point and tile, a column of vectors down the rows,
-    // which is what row_taps walks.
+    // which row_taps and weight_grad_block walk.
 
     // U[r][p] = (G g_r)[p] for each kernel row r = j*K + ky, one vector a row (read back as scalars:
     // one broadcast serves the group).
@@ -151,8 +152,8 @@ struct LaneWinograd {
     }
 
     // A over each tile of each output-gradient row: [o][p][t][K-1 + OH + K-1], the rows between
-    // K-1 zero rows at each end (so that the input gradient's taps need no clipping), columns
-    // past the output zero.
+    // K-1 zero rows at each end (the input gradient's taps read them instead of checking rows:
+    // zero_edge_taps), columns past the output zero.
     static int gradient_rows(const LayerSpec& l) { return l.out.h + 2 * (K - 1); }
     static const float* gradient_tiles(const LayerSpec& l, const float* dout) {
         const int T = tiles(l), OH = l.out.h, OW = l.out.w, GH = gradient_rows(l);
