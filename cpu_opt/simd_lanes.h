@@ -176,8 +176,6 @@ struct SimdLanes {
         if constexpr (K % Rows != 0) weight_grad_block<K, M, K % Rows>(d, s, OH, OW, OW, IW, ky0, gv);
     }
 
-    // dout becomes the gradient before the activation; adds the bias and weight gradients (summed
-    // over lanes) into grads and, unless din is null, writes din.
     // dout becomes the gradient before the activation; adds the bias gradients (summed over lanes).
     static void bias_grads(const LayerSpec& l, const float* out, float* dout, float* grads) {
         const int OHW = l.out.h * l.out.w;
@@ -187,6 +185,8 @@ struct SimdLanes {
         }
     }
 
+    // dout becomes the gradient before the activation; adds the bias and weight gradients (summed
+    // over lanes) into grads and, unless din is null, writes din.
     template <int K>
     static void conv_backward(const LayerSpec& l, const float* params, const float* in, const float* out,
                               float* dout, float* din, float* grads) {
