@@ -48,12 +48,13 @@ struct SimdLanes {
 
     // acc[r] += sum over kx of w[kx] * row[(col0 + r + kx)*N] for r < R: one kernel row over R
     // output columns, each input vector loaded once for the K outputs it feeds. With Clip, only
-    // the columns col0 + t in [0, width) are read (the rest count as zeros).
-    template <int K, int R, bool Clip>
+    // the columns col0 + t in [0, width) are read (the rest count as zeros); the inputs t outside
+    // [From, To) are known zeros and left out at compile time.
+    template <int K, int R, bool Clip, int From = 0, int To = R + K - 1>
     static void row_taps(F* acc, const F* w, const float* row, int col0, int width) {
         // Unclipped, column col0 + t is at base + t*N: one base register, constant offsets.
         const float* base = Clip ? row : row + static_cast<ptrdiff_t>(col0) * N;
-        LENET5_UNROLL for (int t = 0; t < R + K - 1; ++t) {
+        LENET5_UNROLL for (int t = From; t < To; ++t) {
             if (Clip && (col0 + t < 0 || col0 + t >= width)) continue;
             const F v = V::load(Clip ? row + static_cast<ptrdiff_t>(col0 + t) * N : base + t * N);
             LENET5_UNROLL for (int kx = 0; kx < K; ++kx)

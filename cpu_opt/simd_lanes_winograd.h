@@ -152,8 +152,8 @@ struct LaneWinograd {
     }
 
     // A over each tile of each output-gradient row: [o][p][t][K-1 + OH + K-1], the rows between
-    // K-1 zero rows at each end (the input gradient's taps read them instead of checking rows:
-    // zero_edge_taps), columns past the output zero.
+    // K-1 zero rows at each end (the input gradient's taps read them instead of checking rows,
+    // or leave them out at compile time), columns past the output zero.
     static int gradient_rows(const LayerSpec& l) { return l.out.h + 2 * (K - 1); }
     static const float* gradient_tiles(const LayerSpec& l, const float* dout) {
         const int T = tiles(l), OH = l.out.h, OW = l.out.w, GH = gradient_rows(l);
@@ -240,19 +240,6 @@ struct LaneWinograd {
         input_grads(l, f, kernel_rows(l, params), g, din);
     }
 
-    // row_taps over a column of gradient_tiles() from row t = 0, leaving out the K-1 zero rows at
-    // its start (First: the block's first rows) and its end (Last: past the block's R), where
-    // they fall in the block: with them, C3's input gradient took 70 products a column for 50.
-    template <int R, bool First, bool Last>
-    static void zero_edge_taps(F* acc, const F* w, const float* col) {
-        LENET5_UNROLL for (int t = 0; t < R + K - 1; ++t) {
-            if ((First && t < K - 1) || (Last && t >= R)) continue;
-            const F v = V::load(col + t * N);
-            LENET5_UNROLL for (int kx = 0; kx < K; ++kx)
-                if (t - kx >= 0 && t - kx < R) acc[t - kx] = V::fma(w[kx], v, acc[t - kx]);
-        }
-    }
-
     // dd = B [sum over the connections from i and the kernel rows of U * (A dy)], tile by tile,
     // the tiles' 8 columns overlapping by 4: rows [i][y][4T + 4] in scratch, then the IW columns.
     static void input_grads(const LayerSpec& l, const typename L::Feeds& f, const float* u, const float* g,
@@ -274,7 +261,11 @@ struct LaneWinograd {
                                 F w[K];  // the kernel row reversed: acc[y] += U[ky] * g[y - ky], g's rows from K-1 on
                                 LENET5_UNROLL for (int kx = 0; kx < K; ++kx) w[kx] = V::set1(u[(j * K + K - 1 - kx) * P + p]);
                                 const float* col = g + static_cast<ptrdiff_t>(((l.conn_out[j] * P + p) * T + t) * GH + y0) * N;
-                                zero_edge_taps<R, decltype(first)::value, decltype(last)::value>(acc, w, col);
+                                // The column's K-1 zero rows at each end left out where they fall in
+                                // the block (with them, C3's input gradient took 70 products a column for 50).
+                                constexpr int From = decltype(first)::value ? K - 1 : 0;
+                                constexpr int To = decltype(last)::value ? R : R + K - 1;
+                                Lanes::template row_taps<K, R, false, From, To>(acc, w, col, 0, GH);
                             }
                             float* dst = sums + static_cast<ptrdiff_t>((i * P + p) * IH + y0) * N;
                             LENET5_UNROLL for (int r = 0; r < R; ++r) V::store(dst + r * N, acc[r]);
