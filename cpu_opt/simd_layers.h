@@ -12,6 +12,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <type_traits>
 
 #include "host_ops.h"
@@ -33,17 +34,22 @@ public:
     Scratch() = default;
     Scratch(const Scratch&) = delete;
     Scratch& operator=(const Scratch&) = delete;
-    ~Scratch() { delete[] data_; }
+    ~Scratch() { release(); }
+    // Zeroed when it grows; a cache line at its start (no vector split over two lines).
     T* get(size_t n) {
         if (n > size_) {
-            delete[] data_;
-            data_ = new T[n]();
+            release();
+            data_ = static_cast<T*>(::operator new[](n * sizeof(T), std::align_val_t{64}));
+            for (size_t i = 0; i < n; ++i) data_[i] = T();
             size_ = n;
         }
         return data_;
     }
 
 private:
+    void release() {
+        if (data_) ::operator delete[](data_, std::align_val_t{64});
+    }
     T* data_ = nullptr;
     size_t size_ = 0;
 };

@@ -47,7 +47,7 @@ HostEngine::HostEngine(Network net, std::string variant, const HostOps& ops, int
         groups_.lanes = ops_.lanes;
     for (int b = 0; b < 256; ++b) pixel_[static_cast<size_t>(b)] = net_.scaling.value(b);
     const size_t per_part = 2 * static_cast<size_t>(largest) * static_cast<size_t>(std::max(1, groups_.lanes));
-    scratch_.assign(static_cast<size_t>(threads_), std::vector<float>(per_part));
+    scratch_.assign(static_cast<size_t>(threads_), AlignedVector<float>(per_part));
     for (size_t k = 0; k < net_.layers.size(); ++k) {
         const LayerSpec& l = net_.layers[k];
         if (!split_rows(k) && l.weight_count + l.bias_count > 0)

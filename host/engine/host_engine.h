@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/aligned.h"
 #include "engine/engine.h"
 #include "engine/fused_steps.h"
 #include "engine/host_inference.h"
@@ -141,25 +142,25 @@ private:
     std::vector<Outer> outer_[2];                 // [buffer][layer]
     int grads_buf_ = 0, velocity_buf_ = 0;        // which buffer holds the gradient / the velocity
     bool grads_outer_ = false, velocity_outer_ = false;  // their outer_layer_ ranges are in outer_
-    std::vector<std::vector<float>> scratch_;     // per part: two buffers of a layer's size (times the lanes)
+    std::vector<AlignedVector<float>> scratch_;      // per part: two buffers of a layer's size (times the lanes)
     // The layers before the tail in lane groups (HostOps::forward_lanes), when ops_ has them for
     // each one: acts_[0 .. tail_-1] then hold the grouped samples in lanes; acts_[tail_] (the
     // tail's input) stays [count][size], its grouped copy in head_out_.
     static constexpr int kMaxLanes = 16;  // the widest group forward_head stages images for
     LaneGroups groups_;
-    std::vector<float> head_out_;
+    AlignedVector<float> head_out_;
     std::array<float, 256> pixel_{};  // the input's value of each byte (images_to_lanes)
     size_t tail_ = 0;                             // layers tail_.. run batched, split by rows
     std::vector<Slice> slices_;                   // [tail layer][part]
     std::vector<std::vector<float>> part_out_;    // [tail layer][part]: its rows' outputs, [count][rows]
-    std::vector<std::vector<float>> part_d_;      // per part: its samples' or rows' output gradient of a tail layer
+    std::vector<AlignedVector<float>> part_d_;       // per part: its samples' or rows' output gradient of a tail layer
     std::vector<std::vector<float>> part_din_;    // parts 1..: their share of a layer's input gradient
     // Per tail layer: its input gradient, [count][size]. One buffer each, not a ping-pong
     // pair: parts run through the tail without barriers, so a part's rows of layer k-2's
     // (larger) input gradient would overlap the rows of layer k's that another part still reads.
-    std::vector<std::vector<float>> dtail_;
+    std::vector<AlignedVector<float>> dtail_;
     // acts_[0] is the input, acts_[k+1] layer k's output; [capacity][size] each.
-    std::vector<std::vector<float>> acts_;
+    std::vector<AlignedVector<float>> acts_;
     std::vector<float> dlogits_, losses_;
     std::vector<uint8_t> hits_;
     int capacity_ = 0, count_ = 0;
