@@ -62,6 +62,22 @@ struct SimdLanes {
         }
     }
 
+    // row_taps over a block of up to kTallCols outputs, too many accumulators to keep the K weights
+    // in registers beside them: the weights are K vectors in memory (wb, each broadcast beforehand),
+    // an fma's memory operand each. For columns whose kCols blocks leave the fma pipes waiting on
+    // latency: C3's 14-row input-gradient columns in two blocks of 7 with their edge rows left out
+    // (an accumulator's 5 dependent fmas, 20 cycles, for 25 fmas, 12.5 cycles of the pipes) take
+    // one block of 14 here, bound by the loads instead (C3's backward 0.91x).
+    static constexpr int kTallCols = V::kRegs - 1 < 16 ? V::kRegs - 1 : 16;
+    template <int K, int R, int From = 0, int To = R + K - 1>
+    static void row_taps_mem(F* acc, const float* wb, const float* row) {
+        LENET5_UNROLL for (int t = From; t < To; ++t) {
+            const F v = V::load(row + t * N);
+            LENET5_UNROLL for (int kx = 0; kx < K; ++kx)
+                if (t - kx >= 0 && t - kx < R) acc[t - kx] = V::fma(V::load(wb + kx * N), v, acc[t - kx]);
+        }
+    }
+
     // ---- activations -------------------------------------------------------------
     //
     // Over whole rows or maps, so that the switch on the activation is outside the loop (inside,

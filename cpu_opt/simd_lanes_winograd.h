@@ -26,7 +26,7 @@
 namespace lenet5 {
 namespace {
 
-thread_local Scratch<float> tls_wino_kernel, tls_wino_in, tls_wino_dy, tls_wino_sums, tls_wino_rows;
+thread_local Scratch<float> tls_wino_kernel, tls_wino_in, tls_wino_dy, tls_wino_sums, tls_wino_rows, tls_wino_taps;
 
 template <class V>
 struct LaneWinograd {
@@ -130,6 +130,18 @@ struct LaneWinograd {
             V::store(u + r * P, acc);
         }
         return u;
+    }
+
+    // The input gradient's transformed taps as broadcast vectors, [p][j][K], each kernel row
+    // reversed: the memory operands of row_taps_mem.
+    static const float* reversed_tap_vectors(const LayerSpec& l, const float* u) {
+        const int J = l.connections();
+        float* wb = tls_wino_taps.get(static_cast<size_t>(P * J * K) * N);
+        for (int p = 0; p < P; ++p)
+            for (int j = 0; j < J; ++j)
+                LENET5_UNROLL for (int kx = 0; kx < K; ++kx)
+                    V::store(wb + static_cast<ptrdiff_t>((p * J + j) * K + kx) * N, V::set1(u[(j * K + K - 1 - kx) * P + p]));
+        return wb;
     }
 
     // B^T over each tile of each (padded) input row: [c][p][t][y], columns past the input zero.
@@ -244,28 +256,28 @@ struct LaneWinograd {
     // the tiles' 8 columns overlapping by 4: rows [i][y][4T + 4] in scratch, then the IW columns.
     static void input_grads(const LayerSpec& l, const typename L::Feeds& f, const float* u, const float* g,
                             float* din) {
-        const int T = tiles(l), GH = gradient_rows(l), IH = l.in.h, IW = l.in.w, W = T * M + M;
+        const int T = tiles(l), GH = gradient_rows(l), IH = l.in.h, IW = l.in.w, W = T * M + M, J = l.connections();
         float* rows = tls_wino_rows.get(static_cast<size_t>(l.in.c * IH * W) * N);
         float* sums = tls_wino_sums.get(static_cast<size_t>(l.in.c * P * IH) * N);
+        const float* wb = reversed_tap_vectors(l, u);
         L::zero(rows, l.in.c * IH * W * N);
         for (int t = 0; t < T; ++t) {
             for (int p = 0; p < P; ++p)
                 for (int i = 0; i < l.in.c; ++i)
-                    Lanes::template over_cols<Lanes::template kCols<K>>(IH, [&](int y0, auto cols) {
+                    Lanes::template over_cols<Lanes::kTallCols>(IH, [&](int y0, auto cols) {
                         constexpr int R = decltype(cols)::value;
                         auto block = [&](auto first, auto last) {
                             F acc[R];
                             LENET5_UNROLL for (int r = 0; r < R; ++r) acc[r] = V::zero();
                             for (int k = f.begin[i]; k < f.begin[i + 1]; ++k) {
-                                const int j = f.conn[k];
-                                F w[K];  // the kernel row reversed: acc[y] += U[ky] * g[y - ky], g's rows from K-1 on
-                                LENET5_UNROLL for (int kx = 0; kx < K; ++kx) w[kx] = V::set1(u[(j * K + K - 1 - kx) * P + p]);
+                                const int j = f.conn[k];  // acc[y] += U[ky] * g[y - ky], g's rows from K-1 on
                                 const float* col = g + static_cast<ptrdiff_t>(((l.conn_out[j] * P + p) * T + t) * GH + y0) * N;
                                 // The column's K-1 zero rows at each end left out where they fall in
                                 // the block (with them, C3's input gradient took 70 products a column for 50).
                                 constexpr int From = decltype(first)::value ? K - 1 : 0;
                                 constexpr int To = decltype(last)::value ? R : R + K - 1;
-                                Lanes::template row_taps<K, R, false, From, To>(acc, w, col, 0, GH);
+                                Lanes::template row_taps_mem<K, R, From, To>(
+                                    acc, wb + static_cast<ptrdiff_t>((p * J + j) * K) * N, col);
                             }
                             float* dst = sums + static_cast<ptrdiff_t>((i * P + p) * IH + y0) * N;
                             LENET5_UNROLL for (int r = 0; r < R; ++r) V::store(dst + r * N, acc[r]);
