@@ -342,10 +342,15 @@ void HostEngine::backward() {
     if (outer && velocity_outer_ && velocity_buf_ == grads_buf_) grads_buf_ ^= 1;
     grads_outer_ = outer;
 
+    // The tail's layers write their gradients (backward_batch_set) where the ops can: nothing to zero.
+    const bool set_tail = ops_.backward_batch_set != nullptr;
     run_parts(T, [&](const int id, const int nth) {
         for (int part = id; part < T; part += nth)
-            for (const auto& r : summed_)
-                if (!outer || !outer_layer_[r.layer]) std::fill(grads_of(part) + r.begin, grads_of(part) + r.end, 0.0f);
+            for (const auto& r : summed_) {
+                if (outer && outer_layer_[r.layer]) continue;
+                if (set_tail && r.layer >= tail_ && part_first(count_, part + 1, T) > part_first(count_, part, T)) continue;
+                std::fill(grads_of(part) + r.begin, grads_of(part) + r.end, 0.0f);
+            }
         // d: [count][dsize], dLoss/d(the output of layer k), from the logits' down the tail.
         const float* d = dlogits_.data();
         size_t dsize = static_cast<size_t>(net_.classes);
@@ -360,10 +365,10 @@ void HostEngine::backward() {
                     float* pd = part_d_[static_cast<size_t>(part)].data();
                     std::copy(d + static_cast<size_t>(b) * O, d + static_cast<size_t>(e) * O, pd);
                     const bool vectors = outer && outer_layer_[k];
-                    ops_.backward_batch(l, params_.data(), acts_[k].data() + static_cast<size_t>(b) * I,
-                                        acts_[k + 1].data() + static_cast<size_t>(b) * O, pd,
-                                        din ? din + static_cast<size_t>(b) * I : nullptr,
-                                        vectors ? nullptr : grads_of(part), e - b);
+                    (set_tail && !vectors ? ops_.backward_batch_set : ops_.backward_batch)(
+                        l, params_.data(), acts_[k].data() + static_cast<size_t>(b) * I,
+                        acts_[k + 1].data() + static_cast<size_t>(b) * O, pd, din ? din + static_cast<size_t>(b) * I : nullptr,
+                        vectors ? nullptr : grads_of(part), e - b);
                     if (vectors) {  // one sample: the gradient is d x^T
                         Outer& v = outer_[grads_buf_][k];
                         std::copy_n(acts_[k].data(), I, v.x.data());

@@ -36,11 +36,12 @@ struct LaneGroups {
         }
     }
 
-    // [size][lanes] -> [n][size], lanes n.. dropped.
+    // [size][lanes] -> [n][size], lanes n.. dropped. Position-major: each of the group's vectors
+    // read once (sample-major took 1.4x as long).
     void from_lanes(const float* group, int n, size_t size, float* samples) const {
         const size_t L = static_cast<size_t>(lanes);
-        for (size_t s = 0; s < static_cast<size_t>(n); ++s)
-            for (size_t i = 0; i < size; ++i) samples[s * size + i] = group[i * L + s];
+        for (size_t i = 0; i < size; ++i)
+            for (size_t s = 0; s < static_cast<size_t>(n); ++s) samples[s * size + i] = group[i * L + s];
     }
 };
 
