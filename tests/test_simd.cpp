@@ -241,6 +241,18 @@ TEST_P(SimdLevels, EveryLayerKindAndActivationMatchesCpu) {
     expect_layers_match_cpu(load_model("cnn").net, ops());
 }
 
+// A 5x5 convolution the lane code takes by Winograd (several connections per output map) with
+// 36 input rows: its input gradient's columns span three register blocks (the first leaves out
+// the column's leading zero rows, the last its trailing ones, the middle neither), where LeNet-5's
+// C3 fits one; an output 9 wide leaves a tile with three columns past the map.
+TEST_P(SimdLevels, WinogradLayersOfManyRowsMatchCpu) {
+    expect_layers_match_cpu(NetworkBuilder("tall maps", {2, 36, 13})
+                                .conv("tall", 4, 5, Activation::Tanh)
+                                .fully_connected("out", 10, Activation::None)
+                                .build(),
+                            ops());
+}
+
 // Remainders are stored by their lane count (AVX2 in pieces of 4, 2 and 1): every layer of
 // LeNet-5 and of a network whose rows end in 4, 2 and 5 lanes writes its output and input
 // gradient up to their last float and not one float past it.
