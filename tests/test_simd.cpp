@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <limits>
 
 #include "engine/engine_factory.h"
+#include "common/aligned.h"
 #include "common/error.h"
 #include "engine/lane_groups.h"
 #include "model/model_file.h"
@@ -142,6 +144,18 @@ void expect_layers_match_cpu(const Network& net, const HostOps& ops) {
 }
 
 }  // namespace
+
+// The host engine's activations and scratch (AlignedVector) start on a cache line, so that no
+// lane vector of theirs straddles two; also after growing.
+TEST(AlignedVector, StartsOnACacheLine) {
+    AlignedVector<float> v;
+    for (const size_t n : {1, 7, 1000, 300000}) {
+        v.resize(n);
+        EXPECT_EQ(reinterpret_cast<std::uintptr_t>(v.data()) % kCacheLine, 0u) << n << " floats";
+        const AlignedVector<float> copy = v;
+        EXPECT_EQ(reinterpret_cast<std::uintptr_t>(copy.data()) % kCacheLine, 0u) << "a copy of " << n;
+    }
+}
 
 TEST_P(SimdLevels, AvxMatchesCpu) {
     const Network net = lenet5_network();
