@@ -15,6 +15,7 @@
 #include <new>
 #include <type_traits>
 
+#include "common/aligned.h"
 #include "host_ops.h"
 
 #if defined(__clang__)
@@ -39,7 +40,7 @@ public:
     T* get(size_t n) {
         if (n > size_) {
             release();
-            data_ = static_cast<T*>(::operator new[](n * sizeof(T), std::align_val_t{64}));
+            data_ = static_cast<T*>(::operator new[](n * sizeof(T), std::align_val_t{kCacheLine}));
             for (size_t i = 0; i < n; ++i) data_[i] = T();
             size_ = n;
         }
@@ -48,7 +49,7 @@ public:
 
 private:
     void release() {
-        if (data_) ::operator delete[](data_, std::align_val_t{64});
+        if (data_) ::operator delete[](data_, std::align_val_t{kCacheLine});
     }
     T* data_ = nullptr;
     size_t size_ = 0;

@@ -342,7 +342,8 @@ void HostEngine::backward() {
     if (outer && velocity_outer_ && velocity_buf_ == grads_buf_) grads_buf_ ^= 1;
     grads_outer_ = outer;
 
-    // The tail's layers write their gradients (backward_batch_set) where the ops can: nothing to zero.
+    // The tail's layers write their gradients (backward_batch_set) where the ops can: nothing to
+    // zero there, except in a part without samples, which writes none.
     const bool set_tail = ops_.backward_batch_set != nullptr;
     run_parts(T, [&](const int id, const int nth) {
         for (int part = id; part < T; part += nth)

@@ -142,7 +142,7 @@ private:
     std::vector<Outer> outer_[2];                 // [buffer][layer]
     int grads_buf_ = 0, velocity_buf_ = 0;        // which buffer holds the gradient / the velocity
     bool grads_outer_ = false, velocity_outer_ = false;  // their outer_layer_ ranges are in outer_
-    std::vector<AlignedVector<float>> scratch_;      // per part: two buffers of a layer's size (times the lanes)
+    std::vector<AlignedVector<float>> scratch_;   // per part: two buffers of a layer's size (times the lanes)
     // The layers before the tail in lane groups (HostOps::forward_lanes), when ops_ has them for
     // each one: acts_[0 .. tail_-1] then hold the grouped samples in lanes; acts_[tail_] (the
     // tail's input) stays [count][size], its grouped copy in head_out_.
@@ -153,7 +153,7 @@ private:
     size_t tail_ = 0;                             // layers tail_.. run batched, split by rows
     std::vector<Slice> slices_;                   // [tail layer][part]
     std::vector<std::vector<float>> part_out_;    // [tail layer][part]: its rows' outputs, [count][rows]
-    std::vector<AlignedVector<float>> part_d_;       // per part: its samples' or rows' output gradient of a tail layer
+    std::vector<AlignedVector<float>> part_d_;    // per part: its samples' or rows' output gradient of a tail layer
     std::vector<std::vector<float>> part_din_;    // parts 1..: their share of a layer's input gradient
     // Per tail layer: its input gradient, [count][size]. One buffer each, not a ping-pong
     // pair: parts run through the tail without barriers, so a part's rows of layer k-2's
