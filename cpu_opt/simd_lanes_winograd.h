@@ -133,7 +133,7 @@ struct LaneWinograd {
     }
 
     // The input gradient's transformed taps as broadcast vectors, [p][j][K], each kernel row
-    // reversed: the memory operands of row_taps_mem.
+    // reversed: row_taps' weights in memory.
     static const float* reversed_tap_vectors(const LayerSpec& l, const float* u) {
         const int J = l.connections();
         float* wb = tls_wino_taps.get(static_cast<size_t>(P * J * K) * N);
@@ -276,8 +276,8 @@ struct LaneWinograd {
                                 // the block (with them, C3's input gradient took 70 products a column for 50).
                                 constexpr int From = decltype(first)::value ? K - 1 : 0;
                                 constexpr int To = decltype(last)::value ? R : R + K - 1;
-                                Lanes::template row_taps_mem<K, R, From, To>(
-                                    acc, wb + static_cast<ptrdiff_t>((p * J + j) * K) * N, col);
+                                Lanes::template row_taps<K, R, false, From, To>(
+                                    acc, wb + static_cast<ptrdiff_t>((p * J + j) * K) * N, col, 0, GH);
                             }
                             float* dst = sums + static_cast<ptrdiff_t>((i * P + p) * IH + y0) * N;
                             LENET5_UNROLL for (int r = 0; r < R; ++r) V::store(dst + r * N, acc[r]);

@@ -346,12 +346,12 @@ void HostEngine::backward() {
     // zero there, except in a part without samples, which writes none.
     const bool set_tail = ops_.backward_batch_set != nullptr;
     run_parts(T, [&](const int id, const int nth) {
-        for (int part = id; part < T; part += nth)
-            for (const auto& r : summed_) {
-                if (outer && outer_layer_[r.layer]) continue;
-                if (set_tail && r.layer >= tail_ && part_first(count_, part + 1, T) > part_first(count_, part, T)) continue;
-                std::fill(grads_of(part) + r.begin, grads_of(part) + r.end, 0.0f);
-            }
+        for (int part = id; part < T; part += nth) {
+            const bool writes_tail = set_tail && part_first(count_, part + 1, T) > part_first(count_, part, T);
+            for (const auto& r : summed_)
+                if (!(outer && outer_layer_[r.layer]) && !(writes_tail && r.layer >= tail_))
+                    std::fill(grads_of(part) + r.begin, grads_of(part) + r.end, 0.0f);
+        }
         // d: [count][dsize], dLoss/d(the output of layer k), from the logits' down the tail.
         const float* d = dlogits_.data();
         size_t dsize = static_cast<size_t>(net_.classes);
