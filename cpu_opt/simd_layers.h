@@ -126,8 +126,8 @@ struct SimdLayers {
     // ---- tanh --------------------------------------------------------------
 
     // tanh within 5e-7 relative of std::tanh (the test checks < 1e-6): x P(x^2) / Q(x^2), P
-    // monic of degree 4 and Q of degree 3, fitted here for the least largest relative error on
-    // [0, 7.9] (Lawson's iteration), on x clamped to +-7.9 (where tanh rounds to 1 in float).
+    // monic of degree 4 and Q of degree 3, fitted for the least largest relative error on
+    // [0, 7.9] by fit_tanh.py, on x clamped to +-7.9 (where tanh rounds to 1 in float).
     // No branch, no exp: P's first Horner step is an add, so 8 of its 12 vector operations use
     // the fma pipes, which bound tanh, and one the divider beside them (Eigen's degree 13 over 6,
     // used before, took 11: C1's forward spent a third of its time in tanh).
@@ -135,13 +135,13 @@ struct SimdLayers {
     static F tanh(F x) {
         x = V::min(V::set1(7.90531110763549805f), V::max(V::set1(-7.90531110763549805f), x));
         const F t = V::mul(x, x);
-        F p = V::add(t, V::set1(-1.154823486e+03f));
-        p = V::fma(p, t, V::set1(-4.322833125e+05f));
-        p = V::fma(p, t, V::set1(-2.033036600e+07f));
-        p = V::fma(p, t, V::set1(-1.598239360e+08f));
-        F q = V::fma(V::set1(-3.161634766e+04f), t, V::set1(-3.657684750e+06f));
-        q = V::fma(q, t, V::set1(-7.360477600e+07f));
-        q = V::fma(q, t, V::set1(-1.598239680e+08f));
+        F p = V::add(t, V::set1(-1.154823730e+03f));
+        p = V::fma(p, t, V::set1(-4.322834375e+05f));
+        p = V::fma(p, t, V::set1(-2.033037400e+07f));
+        p = V::fma(p, t, V::set1(-1.598240000e+08f));
+        F q = V::fma(V::set1(-3.161635352e+04f), t, V::set1(-3.657686000e+06f));
+        q = V::fma(q, t, V::set1(-7.360480000e+07f));
+        q = V::fma(q, t, V::set1(-1.598240320e+08f));
         return V::div(V::mul(p, x), q);
     }
 
