@@ -128,9 +128,9 @@ struct SimdLayers {
     // tanh within 5e-7 relative of std::tanh (the test checks < 1e-6): x P(x^2) / Q(x^2), P
     // monic of degree 4 and Q of degree 3, fitted for the least largest relative error on
     // [0, 7.9] by fit_tanh.py, on x clamped to +-7.9 (where tanh rounds to 1 in float).
-    // No branch, no exp: P's first Horner step is an add, so 8 of its 12 vector operations use
-    // the fma pipes, which bound tanh, and one the divider beside them (Eigen's degree 13 over 6,
-    // used before, took 11: C1's forward spent a third of its time in tanh).
+    // No branch, no exp, 12 vector operations (P monic: its first Horner step is an add). Its
+    // time follows the operation count, not the chain's latency (bench/RESULTS.md): Eigen's
+    // degree 13 over 6, used before, took 14, and C1's forward spent a third of its time in it.
     // NaN stays NaN (max and min return their second operand then).
     static F tanh(F x) {
         x = V::min(V::set1(7.90531110763549805f), V::max(V::set1(-7.90531110763549805f), x));
