@@ -162,8 +162,30 @@ struct SimdLanes {
         F acc[M][Rows][K];
         LENET5_UNROLL for (int m = 0; m < M; ++m) LENET5_UNROLL for (int r = 0; r < Rows; ++r)
             LENET5_UNROLL for (int kx = 0; kx < K; ++kx) acc[m][r][kx] = V::zero();
-        for (int y = 0; y < OH; ++y)
-            for (int x = 0; x < OW; ++x) {
+        for (int y = 0; y < OH; ++y) {
+            int x = 0;
+            // Two columns at once, each input vector loaded once for both (x's tap kx and x+1's
+            // tap kx-1): K+1 loads for 2K, each accumulator still summed in column order.
+            for (; x + 2 <= OW; x += 2) {
+                F d0[M], d1[M];
+                LENET5_UNROLL for (int m = 0; m < M; ++m) {
+                    d0[m] = V::load(d[m] + static_cast<ptrdiff_t>(y * DW + x) * N);
+                    d1[m] = V::load(d[m] + static_cast<ptrdiff_t>(y * DW + x + 1) * N);
+                }
+                LENET5_UNROLL for (int r = 0; r < Rows; ++r) {
+                    const float* t = s + static_cast<ptrdiff_t>((y + ky0 + r) * IW + x) * N;
+                    F v = L::load_once(t);
+                    LENET5_UNROLL for (int kx = 0; kx < K; ++kx) {
+                        const F next = L::load_once(t + (kx + 1) * N);
+                        LENET5_UNROLL for (int m = 0; m < M; ++m) {
+                            acc[m][r][kx] = V::fma(d0[m], v, acc[m][r][kx]);
+                            acc[m][r][kx] = V::fma(d1[m], next, acc[m][r][kx]);
+                        }
+                        v = next;
+                    }
+                }
+            }
+            for (; x < OW; ++x) {
                 F dv[M];
                 LENET5_UNROLL for (int m = 0; m < M; ++m) dv[m] = V::load(d[m] + static_cast<ptrdiff_t>(y * DW + x) * N);
                 LENET5_UNROLL for (int r = 0; r < Rows; ++r) {
@@ -174,6 +196,7 @@ struct SimdLanes {
                     }
                 }
             }
+        }
         LENET5_UNROLL for (int m = 0; m < M; ++m) LENET5_UNROLL for (int r = 0; r < Rows; ++r)
             LENET5_UNROLL for (int kx = 0; kx < K; ++kx) V::store(gv[m] + ((ky0 + r) * K + kx) * N, acc[m][r][kx]);
     }
