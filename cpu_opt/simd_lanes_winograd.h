@@ -165,8 +165,9 @@ struct LaneWinograd {
 
     // A over each tile of each output-gradient row: [o][p][t][K-1 + OH + K-1], the rows between
     // K-1 zero rows at each end (the input gradient's taps read them instead of checking rows,
-    // or leave them out at compile time), columns past the output zero. Input-gradient columns
-    // of one block leave out every zero row, so then they stay unwritten (C3: 3,072 vectors).
+    // or leave them out at compile time), columns past the output zero. An input-gradient column
+    // in one block (input_grads' over_cols<kTallCols>) leaves out every zero row, so then they
+    // stay unwritten (C3: 3,072 vectors).
     static int gradient_rows(const LayerSpec& l) { return l.out.h + 2 * (K - 1); }
     static const float* gradient_tiles(const LayerSpec& l, const float* dout) {
         const int T = tiles(l), OH = l.out.h, OW = l.out.w, GH = gradient_rows(l);
