@@ -162,40 +162,32 @@ struct SimdLanes {
         F acc[M][Rows][K];
         LENET5_UNROLL for (int m = 0; m < M; ++m) LENET5_UNROLL for (int r = 0; r < Rows; ++r)
             LENET5_UNROLL for (int kx = 0; kx < K; ++kx) acc[m][r][kx] = V::zero();
+        // C columns from x on (2, then 1 for an odd last): the input vectors under them slide
+        // through a window of C, each loaded once (column c's tap kx is column 0's tap kx+c),
+        // K+C-1 loads for C*K; each accumulator still sums in column order.
+        auto columns = [&](int y, int x, auto cols) {
+            constexpr int C = decltype(cols)::value;
+            F dv[C][M];
+            LENET5_UNROLL for (int c = 0; c < C; ++c) LENET5_UNROLL for (int m = 0; m < M; ++m)
+                dv[c][m] = V::load(d[m] + static_cast<ptrdiff_t>(y * DW + x + c) * N);
+            LENET5_UNROLL for (int r = 0; r < Rows; ++r) {
+                const float* t = s + static_cast<ptrdiff_t>((y + ky0 + r) * IW + x) * N;
+                // One use of a vector (C and M of 1) leaves the load to the fma's memory operand.
+                auto load = [&](int k) { return C * M > 1 ? L::load_once(t + k * N) : V::load(t + k * N); };
+                F win[C];
+                LENET5_UNROLL for (int c = 0; c + 1 < C; ++c) win[c] = load(c);
+                LENET5_UNROLL for (int kx = 0; kx < K; ++kx) {
+                    win[C - 1] = load(kx + C - 1);
+                    LENET5_UNROLL for (int m = 0; m < M; ++m)
+                        LENET5_UNROLL for (int c = 0; c < C; ++c) acc[m][r][kx] = V::fma(dv[c][m], win[c], acc[m][r][kx]);
+                    LENET5_UNROLL for (int c = 0; c + 1 < C; ++c) win[c] = win[c + 1];
+                }
+            }
+        };
         for (int y = 0; y < OH; ++y) {
             int x = 0;
-            // Two columns at once, each input vector loaded once for both (x's tap kx and x+1's
-            // tap kx-1): K+1 loads for 2K, each accumulator still summed in column order.
-            for (; x + 2 <= OW; x += 2) {
-                F d0[M], d1[M];
-                LENET5_UNROLL for (int m = 0; m < M; ++m) {
-                    d0[m] = V::load(d[m] + static_cast<ptrdiff_t>(y * DW + x) * N);
-                    d1[m] = V::load(d[m] + static_cast<ptrdiff_t>(y * DW + x + 1) * N);
-                }
-                LENET5_UNROLL for (int r = 0; r < Rows; ++r) {
-                    const float* t = s + static_cast<ptrdiff_t>((y + ky0 + r) * IW + x) * N;
-                    F v = L::load_once(t);
-                    LENET5_UNROLL for (int kx = 0; kx < K; ++kx) {
-                        const F next = L::load_once(t + (kx + 1) * N);
-                        LENET5_UNROLL for (int m = 0; m < M; ++m) {
-                            acc[m][r][kx] = V::fma(d0[m], v, acc[m][r][kx]);
-                            acc[m][r][kx] = V::fma(d1[m], next, acc[m][r][kx]);
-                        }
-                        v = next;
-                    }
-                }
-            }
-            for (; x < OW; ++x) {
-                F dv[M];
-                LENET5_UNROLL for (int m = 0; m < M; ++m) dv[m] = V::load(d[m] + static_cast<ptrdiff_t>(y * DW + x) * N);
-                LENET5_UNROLL for (int r = 0; r < Rows; ++r) {
-                    const float* t = s + static_cast<ptrdiff_t>((y + ky0 + r) * IW + x) * N;
-                    LENET5_UNROLL for (int kx = 0; kx < K; ++kx) {
-                        const F v = M > 1 ? L::load_once(t + kx * N) : V::load(t + kx * N);
-                        LENET5_UNROLL for (int m = 0; m < M; ++m) acc[m][r][kx] = V::fma(dv[m], v, acc[m][r][kx]);
-                    }
-                }
-            }
+            for (; x + 2 <= OW; x += 2) columns(y, x, std::integral_constant<int, 2>{});
+            if (x < OW) columns(y, x, std::integral_constant<int, 1>{});
         }
         LENET5_UNROLL for (int m = 0; m < M; ++m) LENET5_UNROLL for (int r = 0; r < Rows; ++r)
             LENET5_UNROLL for (int kx = 0; kx < K; ++kx) V::store(gv[m] + ((ky0 + r) * K + kx) * N, acc[m][r][kx]);
