@@ -114,7 +114,7 @@ void layer_lanes(benchmark::State& state, const HostOps* ops, const Network& net
         if (backward) {
             std::copy(dout.begin(), dout.end(), d.begin());
             ops->backward_lanes(l, params.data(), in.data(), out.data(), d.data(), k == 0 ? nullptr : din.data(),
-                                grads.data());
+                                grads.data(), nullptr, false);
         } else {
             ops->forward_lanes(l, params.data(), in.data(), out.data());
         }

@@ -76,11 +76,16 @@ struct HostOps {
     // over such tensors, for the layers lanes_supported accepts; backward_lanes adds the group's
     // gradients (summed over its lanes). Lanes no sample fills must hold zeros in the input and
     // in the output gradient.
+    // `below` (or null) is the layer whose output `in` is. backward_lanes may take on its
+    // activation and bias gradients: then din is written as dLoss/d(below's output before its
+    // activation), below's bias gradients are added, and it returns true; below's backward_lanes
+    // is then called with `folded` true (its dout already the gradient before its activation,
+    // its bias gradients added). Otherwise it returns false.
     int lanes = 0;
     bool (*lanes_supported)(const LayerSpec& layer) = nullptr;
     void (*forward_lanes)(const LayerSpec& layer, const float* params, const float* in, float* out) = nullptr;
-    void (*backward_lanes)(const LayerSpec& layer, const float* params, const float* in, const float* out,
-                           float* dout, float* din, float* grads) = nullptr;
+    bool (*backward_lanes)(const LayerSpec& layer, const float* params, const float* in, const float* out,
+                           float* dout, float* din, float* grads, const LayerSpec* below, bool folded) = nullptr;
 };
 
 const HostOps& cpu_ops();

@@ -244,9 +244,9 @@ struct LaneWinograd {
     }
 
     static void backward(const LayerSpec& l, const float* params, const float* in, const float* out, float* dout,
-                         float* din, float* grads) {
+                         float* din, float* grads, bool folded) {
         const Shape is = Lanes::padded_shape(l);
-        Lanes::bias_grads(l, out, dout, grads);
+        if (!folded) Lanes::bias_grads(l, out, dout, grads);
         const float* g = gradient_tiles(l, dout);
         const typename L::Feeds f = L::feeds(l);
         weight_grads(l, f, input_tiles(l, Lanes::padded(l, in), is), g, is, grads);
@@ -355,10 +355,11 @@ struct LaneLayers {
         if (W::pays(l)) return W::forward(l, params, in, out);
         D::forward(l, params, in, out);
     }
-    static void backward(const LayerSpec& l, const float* params, const float* in, const float* out, float* dout,
-                         float* din, float* grads) {
-        if (W::pays(l)) return W::backward(l, params, in, out, dout, din, grads);
-        D::backward(l, params, in, out, dout, din, grads);
+    static bool backward(const LayerSpec& l, const float* params, const float* in, const float* out, float* dout,
+                         float* din, float* grads, const LayerSpec* below, bool folded) {
+        if (!W::pays(l)) return D::backward(l, params, in, out, dout, din, grads, below, folded);
+        W::backward(l, params, in, out, dout, din, grads, folded);
+        return false;
     }
 };
 

@@ -300,12 +300,13 @@ void HostEngine::backward_head(int part, const float* d, size_t dsize, float* g)
     auto samples = [&](const int s0, const int n, const bool grouped) {
         if (grouped) {
             groups_.to_lanes(d + static_cast<size_t>(s0) * dsize, n, dsize, a);
+            bool folded = false;  // by the layer above: a's gradient is before layer k's activation
             for (size_t k = tail_; k-- > 0;) {
                 const LayerSpec& l = net_.layers[k];
                 const size_t at = static_cast<size_t>(s0) * l.out.size();
                 const float* out = (k + 1 == tail_ ? head_out_ : acts_[k + 1]).data() + at;
-                ops_.backward_lanes(l, params_.data(), acts_[k].data() + static_cast<size_t>(s0) * l.in.size(), out, a,
-                                    k ? b : nullptr, g);
+                folded = ops_.backward_lanes(l, params_.data(), acts_[k].data() + static_cast<size_t>(s0) * l.in.size(),
+                                             out, a, k ? b : nullptr, g, k ? &net_.layers[k - 1] : nullptr, folded);
                 std::swap(a, b);
             }
         } else {
