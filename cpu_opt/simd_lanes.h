@@ -361,24 +361,28 @@ struct SimdLanes {
         }
     }
 
-    // The layer below a window layer (its input's) whose activation and bias gradients the
-    // window layer's backward takes on: a convolution with a bias a map. Folded there, the
-    // input gradient is finished while its window is in registers (LeNet-5's C1: its own pass
-    // over the 150 KB gradient took a sixth of C1's backward).
-    static bool folds(const LayerSpec& below) {
+    // Folding (HostOps::backward_lanes): a layer's backward takes on the activation and bias
+    // gradients of the layer below it as it writes the input gradient, in registers, which spares
+    // below's backward a pass over that gradient. A window layer folds a convolution below it
+    // (LeNet-5's C1: the pass over its 150 KB gradient took a sixth of C1's backward); a
+    // convolution by Winograd folds a window layer below it (S2: a quarter of its backward).
+    static bool window_folds(const LayerSpec& below) {
         return below.kind == LayerKind::Conv && below.bias_count == static_cast<size_t>(below.out.c);
+    }
+    static bool is_window(const LayerSpec& l) {
+        return l.kind == LayerKind::Subsample || l.kind == LayerKind::MaxPool || l.kind == LayerKind::AvgPool;
     }
 
     static bool window_backward(const LayerSpec& l, const float* params, const float* in, const float* out,
-                                float* dout, float* din, float* grads, const LayerSpec* below) {
+                                float* dout, float* din, float* grads, const LayerSpec* below, bool folded) {
         const int OH = l.out.h, OW = l.out.w;
-        const bool sub = l.kind == LayerKind::Subsample, fold = din && below && folds(*below);
-        pre_activation_grads(l.activation, dout, out, l.out.size());
+        const bool sub = l.kind == LayerKind::Subsample, fold = din && below && window_folds(*below);
+        if (!folded) pre_activation_grads(l.activation, dout, out, l.out.size());
         with_activation(fold ? below->activation : Activation::None, [&](auto act) {
             for (int c = 0; c < l.out.c; ++c) {
                 const F coef = V::set1(sub ? params[l.weight_offset + c] : 0.0f);
                 F gcoef = V::zero(), gbias = V::zero(), gbelow = V::zero();
-                for (int y = 0; y < OH; ++y)
+                for (int y = 0; y < OH; ++y) {
                     for (int x = 0; x < OW; ++x) {
                         const F d = V::load(dout + static_cast<ptrdiff_t>((c * OH + y) * OW + x) * N);
                         const Window w = window(l, in, c, y, x);
@@ -395,10 +399,8 @@ struct SimdLanes {
                         if (!din) continue;
                         if (fold) {  // the window is the layer below's output
                             const F o[4] = {w.a, w.b, w.c, w.d};
-                            LENET5_UNROLL for (int k = 0; k < 4; ++k) {
-                                g[k] = L::activation_grad(decltype(act)::value, g[k], o[k]);
-                                gbelow = V::add(gbelow, g[k]);
-                            }
+                            LENET5_UNROLL for (int k = 0; k < 4; ++k) g[k] = L::activation_grad(decltype(act)::value, g[k], o[k]);
+                            gbelow = V::add(V::add(gbelow, g[0]), g[1]);
                         }
                         float* p = window_at(l, din, c, y, x);
                         const ptrdiff_t down = static_cast<ptrdiff_t>(l.in.w) * N;
@@ -407,9 +409,15 @@ struct SimdLanes {
                         V::store(p + down, g[2]);
                         V::store(p + down + N, g[3]);
                     }
+                    // The bias sum in the reference's order, row by row: the lower row after the upper.
+                    if (fold) {
+                        const float* lower = window_at(l, din, c, y, 0) + static_cast<ptrdiff_t>(l.in.w) * N;
+                        for (int x = 0; x < l.in.w; ++x) gbelow = V::add(gbelow, V::load(lower + x * N));
+                    }
+                }
                 if (sub) {
                     grads[l.weight_offset + c] += V::sum(gcoef);
-                    grads[l.bias_offset + c] += V::sum(gbias);
+                    if (!folded) grads[l.bias_offset + c] += V::sum(gbias);
                 }
                 if (fold) grads[below->bias_offset + c] += V::sum(gbelow);
             }
@@ -427,7 +435,7 @@ struct SimdLanes {
 
     static bool backward(const LayerSpec& l, const float* params, const float* in, const float* out, float* dout,
                          float* din, float* grads, const LayerSpec* below, bool folded) {
-        if (l.kind != LayerKind::Conv) return window_backward(l, params, in, out, dout, din, grads, below);
+        if (l.kind != LayerKind::Conv) return window_backward(l, params, in, out, dout, din, grads, below, folded);
         if (l.kernel == 5) conv_backward<5>(l, params, in, out, dout, din, grads, folded);
         else conv_backward<3>(l, params, in, out, dout, din, grads, folded);
         return false;

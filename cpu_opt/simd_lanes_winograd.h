@@ -243,22 +243,30 @@ struct LaneWinograd {
         L::activate(l, out, l.out.size() * N);
     }
 
-    static void backward(const LayerSpec& l, const float* params, const float* in, const float* out, float* dout,
-                         float* din, float* grads, bool folded) {
+    // Returns whether it folded `below` (SimdLanes::window_folds): a window layer under an
+    // unpadded one.
+    static bool backward(const LayerSpec& l, const float* params, const float* in, const float* out, float* dout,
+                         float* din, float* grads, const LayerSpec* below, bool folded) {
         const Shape is = Lanes::padded_shape(l);
         if (!folded) Lanes::bias_grads(l, out, dout, grads);
         const float* g = gradient_tiles(l, dout);
         const typename L::Feeds f = L::feeds(l);
         weight_grads(l, f, input_tiles(l, Lanes::padded(l, in), is), g, is, grads);
-        if (!din) return;
-        if (l.pad != 0) return Lanes::template din_cols<K>(l, params, f, dout, din);
-        input_grads(l, f, kernel_rows(l, params), g, din);
+        if (!din) return false;
+        if (l.pad != 0) {
+            Lanes::template din_cols<K>(l, params, f, dout, din);
+            return false;
+        }
+        const bool fold = below && Lanes::is_window(*below);
+        input_grads(l, f, kernel_rows(l, params), g, din, fold ? below : nullptr, in, grads);
+        return fold;
     }
 
     // dd = B [sum over the connections from i and the kernel rows of U * (A dy)], tile by tile,
     // the tiles' 8 columns overlapping by 4: rows [i][y][4T + 4] in scratch, then the IW columns.
+    // With `below`, its activation and bias gradients are folded into din (its output is `in`).
     static void input_grads(const LayerSpec& l, const typename L::Feeds& f, const float* u, const float* g,
-                            float* din) {
+                            float* din, const LayerSpec* below, const float* in, float* grads) {
         const int T = tiles(l), GH = gradient_rows(l), IH = l.in.h, IW = l.in.w, W = T * M + M, J = l.connections();
         float* rows = tls_wino_rows.get(static_cast<size_t>(l.in.c * IH * W) * N);
         float* sums = tls_wino_sums.get(static_cast<size_t>(l.in.c * P * IH) * N);
@@ -302,11 +310,22 @@ struct LaneWinograd {
                     LENET5_UNROLL for (int q = 0; q < P; ++q) V::store(dst + q * N, V::add(V::load(dst + q * N), d[q]));
                 }
         }
-        for (int i = 0; i < l.in.c; ++i)
-            for (int y = 0; y < IH; ++y)
-                for (int x = 0; x < IW; ++x)
-                    V::store(din + static_cast<ptrdiff_t>((i * IH + y) * IW + x) * N,
-                             V::load(rows + static_cast<ptrdiff_t>((i * IH + y) * W + x) * N));
+        Lanes::with_activation(below ? below->activation : Activation::None, [&](auto act) {
+            for (int i = 0; i < l.in.c; ++i) {
+                F sum = V::zero();
+                for (int y = 0; y < IH; ++y)
+                    for (int x = 0; x < IW; ++x) {
+                        const ptrdiff_t at = static_cast<ptrdiff_t>((i * IH + y) * IW + x) * N;
+                        F v = V::load(rows + static_cast<ptrdiff_t>((i * IH + y) * W + x) * N);
+                        if (below) {
+                            v = L::activation_grad(decltype(act)::value, v, V::load(in + at));
+                            sum = V::add(sum, v);
+                        }
+                        V::store(din + at, v);
+                    }
+                if (below && below->bias_count == static_cast<size_t>(l.in.c)) grads[below->bias_offset + i] += V::sum(sum);
+            }
+        });
     }
 
     // dU[j][p][ky] = sum over tiles and rows of (A dy)[o_j] * (B^T d)[i_j] (lanes summed), then
@@ -358,8 +377,7 @@ struct LaneLayers {
     static bool backward(const LayerSpec& l, const float* params, const float* in, const float* out, float* dout,
                          float* din, float* grads, const LayerSpec* below, bool folded) {
         if (!W::pays(l)) return D::backward(l, params, in, out, dout, din, grads, below, folded);
-        W::backward(l, params, in, out, dout, din, grads, folded);
-        return false;
+        return W::backward(l, params, in, out, dout, din, grads, below, folded);
     }
 };
 

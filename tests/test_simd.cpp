@@ -250,8 +250,8 @@ TEST_P(SimdLevels, BuiltInModelsMatchCpuOnAvxAndOmp) {
 // Layer shapes LeNet-5 lacks: 3x3 kernels, odd widths, a sparse table, no
 // activation, a fully connected first layer (no input gradient), the MLP of the seeds.
 TEST_P(SimdLevels, EveryLayerOfOtherNetworksMatchesCpu) {
-    // S2 and S4 take on the activation and bias gradients of C1 and C3.
-    EXPECT_EQ(expect_layers_match_cpu(lenet5_network(), ops()), 2);
+    // S2 and S4 take on the activation and bias gradients of C1 and C3, C3 those of S2.
+    EXPECT_EQ(expect_layers_match_cpu(lenet5_network(), ops()), 3);
     expect_layers_match_cpu(NetworkBuilder("mixed", {3, 14, 22})
                                 .conv("A", 5, 3, Activation::Tanh)
                                 .subsample("B", 2, Activation::None)
@@ -286,6 +286,15 @@ TEST_P(SimdLevels, EveryLayerKindAndActivationMatchesCpu) {
                                     .fully_connected("out", 10, Activation::None)
                                     .build(),
                                 ops());
+        // Windows under a convolution by Winograd, which folds their activation's gradient.
+        for (LayerKind window : {LayerKind::MaxPool, LayerKind::AvgPool})
+            EXPECT_EQ(expect_layers_match_cpu(NetworkBuilder("pool, winograd", {3, 24, 24})
+                                                  .pool("pool", window, 2, 0, act)
+                                                  .conv("wino", 4, 5, act)
+                                                  .fully_connected("out", 10, Activation::None)
+                                                  .build(),
+                                              ops()),
+                      1);
         expect_layers_match_cpu(NetworkBuilder("fallbacks", {3, 15, 13})
                                     .pool("max3", LayerKind::MaxPool, 3, 1, act)
                                     .pool("odd", LayerKind::MaxPool, 2, 0, act)
