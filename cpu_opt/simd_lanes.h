@@ -369,8 +369,8 @@ struct SimdLanes {
     static bool window_folds(const LayerSpec& below) {
         return below.kind == LayerKind::Conv && below.bias_count == static_cast<size_t>(below.out.c);
     }
-    static bool is_window(const LayerSpec& l) {
-        return l.kind == LayerKind::Subsample || l.kind == LayerKind::MaxPool || l.kind == LayerKind::AvgPool;
+    static bool winograd_folds(const LayerSpec& below) {
+        return below.kind == LayerKind::Subsample || below.kind == LayerKind::MaxPool || below.kind == LayerKind::AvgPool;
     }
 
     static bool window_backward(const LayerSpec& l, const float* params, const float* in, const float* out,

@@ -243,7 +243,7 @@ struct LaneWinograd {
         L::activate(l, out, l.out.size() * N);
     }
 
-    // Returns whether it folded `below` (SimdLanes::window_folds): a window layer under an
+    // Returns whether it folded `below` (SimdLanes::winograd_folds): a window layer under an
     // unpadded one.
     static bool backward(const LayerSpec& l, const float* params, const float* in, const float* out, float* dout,
                          float* din, float* grads, const LayerSpec* below, bool folded) {
@@ -257,7 +257,7 @@ struct LaneWinograd {
             Lanes::template din_cols<K>(l, params, f, dout, din);
             return false;
         }
-        const bool fold = below && Lanes::is_window(*below);
+        const bool fold = below && Lanes::winograd_folds(*below);
         input_grads(l, f, kernel_rows(l, params), g, din, fold ? below : nullptr, in, grads);
         return fold;
     }
