@@ -100,7 +100,8 @@ void layer_batch(benchmark::State& state, const HostOps* ops, const Network& net
 }
 
 // A group of ops->lanes samples through one layer at once (HostOps::forward_lanes /
-// backward_lanes), as HostEngine runs the layers before the tail.
+// backward_lanes), as HostEngine runs the layers before the tail: the backward with the layer
+// below, and `folded` as the layer above's backward returns it (the work the engine's step does).
 void layer_lanes(benchmark::State& state, const HostOps* ops, const Network& net, size_t k, bool backward) {
     const LayerSpec& l = net.layers[k];
     Rng rng(5);
@@ -110,11 +111,21 @@ void layer_lanes(benchmark::State& state, const HostOps* ops, const Network& net
     const std::vector<float> dout = random_vector(n * static_cast<size_t>(l.out.size()), rng);
     std::vector<float> out(dout.size()), d(dout.size()), din(in.size()), grads(params.size(), 0.0f);
     ops->forward_lanes(l, params.data(), in.data(), out.data());
+    const LayerSpec* below = k > 0 ? &net.layers[k - 1] : nullptr;
+    bool folded = false;
+    if (k + 1 < net.layers.size() && ops->lanes_supported(net.layers[k + 1])) {
+        const LayerSpec& above = net.layers[k + 1];
+        std::vector<float> a_out(n * static_cast<size_t>(above.out.size()));
+        std::vector<float> a_d = random_vector(a_out.size(), rng), a_grads(params.size(), 0.0f);
+        ops->forward_lanes(above, params.data(), out.data(), a_out.data());
+        folded = ops->backward_lanes(above, params.data(), out.data(), a_out.data(), a_d.data(), d.data(),
+                                     a_grads.data(), &l, false);
+    }
     for (auto _ : state) {
         if (backward) {
             std::copy(dout.begin(), dout.end(), d.begin());
             ops->backward_lanes(l, params.data(), in.data(), out.data(), d.data(), k == 0 ? nullptr : din.data(),
-                                grads.data(), nullptr, false);
+                                grads.data(), below, folded);
         } else {
             ops->forward_lanes(l, params.data(), in.data(), out.data());
         }
