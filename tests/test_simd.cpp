@@ -413,8 +413,11 @@ TEST_P(SimdLevels, OmpRunsANetworkOfOnlyBatchedLayers) {
 
 // Parts run through the batched tail without barriers; each tail layer's input gradient has
 // its own buffer (a shared ping-pong pair let one part's rows of C5's input gradient overwrite
-// rows of the output layer's that another part was still reading, now and then). Repeated,
-// since a race shows only sometimes.
+// rows of the output layer's that another part was still reading, now and then). The head's
+// lane groups go to whichever thread is free, so which thread runs which group changes from run
+// to run (3 threads on this project's 2 cores); each group's gradients have their own buffer and
+// scratch (a group on the shared scratch of thread 0 fails here). Repeated, since a race shows
+// only sometimes.
 TEST_P(SimdLevels, OmpStepsDoNotDependOnThreadTiming) {
     const Network net = lenet5_network();
     const Dataset data = random_dataset(140, 6);

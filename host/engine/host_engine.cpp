@@ -65,6 +65,10 @@ HostEngine::HostEngine(Network net, std::string variant, const HostOps& ops, int
         }
     }
     if (!inference_only_) part_grads_.assign(static_cast<size_t>(threads_ - 1), std::vector<float>(net_.param_count));
+    for (size_t k = 0; k < tail_; ++k) {
+        const LayerSpec& l = net_.layers[k];
+        head_params_ = std::max({head_params_, l.weight_offset + l.weight_count, l.bias_offset + l.bias_count});
+    }
     // Row blocks of multiples of 4 (the SIMD register blocks); part 0 always has rows.
     for (size_t k = tail_; k < net_.layers.size(); ++k) {
         const LayerSpec& l = net_.layers[k];
@@ -191,36 +195,65 @@ int HostEngine::part_first(int count, int part, int T) const {
     return std::min(count, (part_begin(count, part, T) + L / 2) / L * L);
 }
 
-// Samples [begin, end) of the batch through the layers before the tail.
-void HostEngine::forward_head(const Dataset& data, const int32_t* order, int first, int begin, int end) {
+void HostEngine::plan_units(int count, int T) {
+    units_.clear();
+    part_units_.assign(1, 0);
+    for (int part = 0; part < T; ++part) {
+        groups_.each(part_first(count, part, T), part_first(count, part + 1, T),
+                     [&](int s0, int n, bool grouped) { units_.push_back({part, s0, n, grouped}); });
+        part_units_.push_back(static_cast<int>(units_.size()));
+    }
+    if (taken_size_ < units_.size()) {
+        taken_size_ = units_.size();
+        taken_ = std::make_unique<std::atomic<bool>[]>(taken_size_);
+    }
+    ran_by_.resize(units_.size());
+    if (T > 1 && tail_ > 0)
+        while (unit_grads_.size() < units_.size()) unit_grads_.emplace_back(head_params_);
+}
+
+void HostEngine::open_units() {
+    for (size_t u = 0; u < units_.size(); ++u) taken_[u].store(false, std::memory_order_relaxed);
+}
+
+template <class Mine, class Fn>
+void HostEngine::each_unit(Mine&& mine, Fn&& fn) {
+    // A thread slowed down (by another program on its core, say) leaves its last units to the
+    // others instead of keeping them waiting at the next barrier.
+    for (const bool any : {false, true})
+        for (size_t u = 0; u < units_.size(); ++u)
+            if ((any || mine(u)) && !taken_[u].exchange(true, std::memory_order_relaxed)) fn(u);
+}
+
+// The unit's samples through the layers before the tail.
+void HostEngine::forward_unit(const Dataset& data, const int32_t* order, int first, const Unit& u) {
     const size_t in_size = static_cast<size_t>(net_.input.size());
     auto image = [&](int s) { return data.image(order ? order[first + s] : first + s); };
-    groups_.each(begin, end, [&](const int s0, const int n, const bool grouped) {
-        if (grouped) {
-            const uint8_t* images[kMaxLanes];
-            for (int s = 0; s < n; ++s) images[s] = image(s0 + s);
-            images_to_lanes(images, n, groups_.lanes, data.rows, data.cols, net_.input, pixel_.data(),
-                            acts_[0].data() + static_cast<size_t>(s0) * in_size);
-            for (size_t k = 0; k < tail_; ++k) {
-                const LayerSpec& l = net_.layers[k];
-                float* out = (k + 1 == tail_ ? head_out_ : acts_[k + 1]).data() + static_cast<size_t>(s0) * l.out.size();
-                ops_.forward_lanes(l, params_.data(), acts_[k].data() + static_cast<size_t>(s0) * l.in.size(), out);
-                if (k + 1 == tail_)
-                    groups_.from_lanes(out, n, static_cast<size_t>(l.out.size()),
-                                       acts_[tail_].data() + static_cast<size_t>(s0) * l.out.size());
-            }
-            return;
+    const int s0 = u.s0, n = u.n;
+    if (u.grouped) {
+        const uint8_t* images[kMaxLanes];
+        for (int s = 0; s < n; ++s) images[s] = image(s0 + s);
+        images_to_lanes(images, n, groups_.lanes, data.rows, data.cols, net_.input, pixel_.data(),
+                        acts_[0].data() + static_cast<size_t>(s0) * in_size);
+        for (size_t k = 0; k < tail_; ++k) {
+            const LayerSpec& l = net_.layers[k];
+            float* out = (k + 1 == tail_ ? head_out_ : acts_[k + 1]).data() + static_cast<size_t>(s0) * l.out.size();
+            ops_.forward_lanes(l, params_.data(), acts_[k].data() + static_cast<size_t>(s0) * l.in.size(), out);
+            if (k + 1 == tail_)
+                groups_.from_lanes(out, n, static_cast<size_t>(l.out.size()),
+                                   acts_[tail_].data() + static_cast<size_t>(s0) * l.out.size());
         }
-        for (int s = s0; s < s0 + n; ++s) {
-            image_to_input(image(s), data.rows, data.cols, net_.input, net_.scaling,
-                           acts_[0].data() + static_cast<size_t>(s) * in_size);
-            for (size_t k = 0; k < tail_; ++k) {
-                const LayerSpec& l = net_.layers[k];
-                ops_.forward(l, params_.data(), acts_[k].data() + static_cast<size_t>(s) * l.in.size(),
-                             acts_[k + 1].data() + static_cast<size_t>(s) * l.out.size());
-            }
+        return;
+    }
+    for (int s = s0; s < s0 + n; ++s) {
+        image_to_input(image(s), data.rows, data.cols, net_.input, net_.scaling,
+                       acts_[0].data() + static_cast<size_t>(s) * in_size);
+        for (size_t k = 0; k < tail_; ++k) {
+            const LayerSpec& l = net_.layers[k];
+            ops_.forward(l, params_.data(), acts_[k].data() + static_cast<size_t>(s) * l.in.size(),
+                         acts_[k + 1].data() + static_cast<size_t>(s) * l.out.size());
         }
-    });
+    }
 }
 
 void HostEngine::forward(Split split, int first, int count) {
@@ -239,10 +272,16 @@ void HostEngine::forward(Split split, int first, int count) {
     const int T = parts(count);
     const int32_t* order = split == Split::Train ? order_.data() : nullptr;
 
+    plan_units(count, T);
+    open_units();
     run_parts(T, [&](const int id, const int nth) {
-        // A thread takes the parts id, id + nth, ... (all of them if it runs alone).
-        for (int part = id; part < T; part += nth)
-            forward_head(data, order, first, part_first(count, part, T), part_first(count, part + 1, T));
+        each_unit([&](size_t u) { return units_[u].part % nth == id; },
+                  [&](size_t u) {
+                      ran_by_[u] = id;
+                      forward_unit(data, order, first, units_[u]);
+                  });
+#pragma omp barrier
+        // The tail: a thread takes the parts id, id + nth, ... (all of them if it runs alone).
         for (size_t k = tail_; k < L; ++k) {
             const LayerSpec& l = net_.layers[k];
             const size_t I = static_cast<size_t>(l.in.size()), O = static_cast<size_t>(l.out.size());
@@ -290,44 +329,54 @@ int HostEngine::parts(int count) const {
     return std::min(threads_, count);
 }
 
-// Part `part`'s samples back through the layers before the tail, from `d`: [count][dsize],
-// dLoss/d(the tail's input); their gradients are added into g.
-void HostEngine::backward_head(int part, const float* d, size_t dsize, float* g) {
-    const int T = parts(count_);
-    float* a = scratch_[static_cast<size_t>(part)].data();
-    float* b = a + scratch_[static_cast<size_t>(part)].size() / 2;
-    int done = 0;  // samples since the exchange's last progress
-    auto samples = [&](const int s0, const int n, const bool grouped) {
-        if (grouped) {
-            groups_.to_lanes(d + static_cast<size_t>(s0) * dsize, n, dsize, a);
-            bool folded = false;  // by the layer above: a's gradient is before layer k's activation
-            for (size_t k = tail_; k-- > 0;) {
-                const LayerSpec& l = net_.layers[k];
-                const size_t at = static_cast<size_t>(s0) * l.out.size();
-                const float* out = (k + 1 == tail_ ? head_out_ : acts_[k + 1]).data() + at;
-                folded = ops_.backward_lanes(l, params_.data(), acts_[k].data() + static_cast<size_t>(s0) * l.in.size(),
-                                             out, a, k ? b : nullptr, g, k ? &net_.layers[k - 1] : nullptr, folded);
-                std::swap(a, b);
-            }
-        } else {
-            for (int s = s0; s < s0 + n; ++s) {
-                std::copy_n(d + static_cast<size_t>(s) * dsize, dsize, a);
-                for (size_t k = tail_; k-- > 0;) {
-                    const LayerSpec& l = net_.layers[k];
-                    ops_.backward(l, params_.data(), acts_[k].data() + static_cast<size_t>(s) * l.in.size(),
-                                  acts_[k + 1].data() + static_cast<size_t>(s) * l.out.size(), a, k ? b : nullptr, g);
-                    std::swap(a, b);
+void HostEngine::backward_unit(int thread, const Unit& u, const float* d, size_t dsize, float* g) {
+    float* a = scratch_[static_cast<size_t>(thread)].data();
+    float* b = a + scratch_[static_cast<size_t>(thread)].size() / 2;
+    if (u.grouped) {
+        groups_.to_lanes(d + static_cast<size_t>(u.s0) * dsize, u.n, dsize, a);
+        bool folded = false;  // by the layer above: a's gradient is before layer k's activation
+        for (size_t k = tail_; k-- > 0;) {
+            const LayerSpec& l = net_.layers[k];
+            const size_t at = static_cast<size_t>(u.s0) * l.out.size();
+            const float* out = (k + 1 == tail_ ? head_out_ : acts_[k + 1]).data() + at;
+            folded = ops_.backward_lanes(l, params_.data(), acts_[k].data() + static_cast<size_t>(u.s0) * l.in.size(), out,
+                                         a, k ? b : nullptr, g, k ? &net_.layers[k - 1] : nullptr, folded);
+            std::swap(a, b);
+        }
+        return;
+    }
+    for (int s = u.s0; s < u.s0 + u.n; ++s) {
+        std::copy_n(d + static_cast<size_t>(s) * dsize, dsize, a);
+        for (size_t k = tail_; k-- > 0;) {
+            const LayerSpec& l = net_.layers[k];
+            ops_.backward(l, params_.data(), acts_[k].data() + static_cast<size_t>(s) * l.in.size(),
+                          acts_[k + 1].data() + static_cast<size_t>(s) * l.out.size(), a, k ? b : nullptr, g);
+            std::swap(a, b);
+        }
+    }
+}
+
+void HostEngine::sum_parts(int id, int nth, int T) {
+    // Thread id's slice of [begin, end): cut at cache lines, so that no two threads write one.
+    auto cut = [&](size_t begin, size_t end, int p) {
+        if (p == nth) return end;
+        return std::clamp((begin + (end - begin) * static_cast<size_t>(p) / static_cast<size_t>(nth)) / 16 * 16, begin, end);
+    };
+    for (const auto& r : summed_) {
+        const size_t lo = cut(r.begin, r.end, id), hi = cut(r.begin, r.end, id + 1);
+        for (int part = 0; part < T; ++part) {
+            float* g = part > 0 ? part_grads_[static_cast<size_t>(part - 1)].data() : grads_.data();
+            if (r.layer < tail_) {  // a head layer: the part's units added in order, as if it had run them all
+                std::fill(g + lo, g + hi, 0.0f);
+                for (int u = part_units_[static_cast<size_t>(part)]; u < part_units_[static_cast<size_t>(part) + 1]; ++u) {
+                    const float* ug = unit_grads_[static_cast<size_t>(u)].data();
+                    for (size_t i = lo; i < hi; ++i) g[i] += ug[i];
                 }
             }
+            if (part > 0)
+                for (size_t i = lo; i < hi; ++i) grads_[i] += g[i];
         }
-        // One part announced the tail's layers already: let their exchange move on meanwhile.
-        done += n;
-        if (T == 1 && listener_.progress && done >= kProgressEvery) {
-            listener_.progress();
-            done = 0;
-        }
-    };
-    groups_.each(part_first(count_, part, T), part_first(count_, part + 1, T), samples);
+    }
 }
 
 void HostEngine::backward() {
@@ -346,11 +395,12 @@ void HostEngine::backward() {
     // The tail's layers write their gradients (backward_batch_set) where the ops can: nothing to
     // zero there, except in a part without samples, which writes none.
     const bool set_tail = ops_.backward_batch_set != nullptr;
+    open_units();
     run_parts(T, [&](const int id, const int nth) {
         for (int part = id; part < T; part += nth) {
             const bool writes_tail = set_tail && part_first(count_, part + 1, T) > part_first(count_, part, T);
-            for (const auto& r : summed_)
-                if (!(outer && outer_layer_[r.layer]) && !(writes_tail && r.layer >= tail_))
+            for (const auto& r : summed_)  // several parts: a head layer's sum is written from its units'
+                if (!(outer && outer_layer_[r.layer]) && !(writes_tail && r.layer >= tail_) && !(T > 1 && r.layer < tail_))
                     std::fill(grads_of(part) + r.begin, grads_of(part) + r.end, 0.0f);
         }
         // d: [count][dsize], dLoss/d(the output of layer k), from the logits' down the tail.
@@ -415,14 +465,34 @@ void HostEngine::backward() {
             d = din;
             dsize = I;
         }
-        if (tail_ > 0)
-            for (int part = id; part < T; part += nth) backward_head(part, d, dsize, grads_of(part));
-        if (T == 1)
+        if (T == 1) {  // one thread: the units in order, adding into grads_ itself
+            int done = 0;  // samples since the exchange's last progress
+            for (size_t u = 0; tail_ > 0 && u < units_.size(); ++u) {
+                backward_unit(0, units_[u], d, dsize, grads_.data());
+                // The tail's layers are announced already: let their exchange move on meanwhile.
+                done += units_[u].n;
+                if (listener_.progress && done >= kProgressEvery) {
+                    listener_.progress();
+                    done = 0;
+                }
+            }
             for (size_t k = tail_; k-- > 0;) announce(k);
+            return;
+        }
+        if (tail_ > 0) {
+#pragma omp barrier
+            // Every part's d is written: a thread takes the units whose forward it ran (their
+            // activations are in its caches) first, each into the unit's own gradient buffer.
+            each_unit([&](size_t u) { return ran_by_[u] == id; }, [&](size_t u) {
+                float* g = unit_grads_[u].data();
+                for (const auto& r : summed_)
+                    if (r.layer < tail_) std::fill(g + r.begin, g + r.end, 0.0f);
+                backward_unit(id, units_[u], d, dsize, g);
+            });
+        }
+#pragma omp barrier
+        sum_parts(id, nth, T);
     });
-    for (int part = 1; part < T; ++part)
-        for (const auto& r : summed_)
-            for (size_t i = r.begin; i < r.end; ++i) grads_[i] += grads_of(part)[i];
     if (T > 1)
         for (size_t k = L; k-- > 0;) announce(k);
     times_.backward_ms += ms_since(t0);

@@ -2,6 +2,7 @@
 // of per-sample layer operations, optionally spread over threads.
 #pragma once
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -28,7 +29,9 @@ public:
     // buffer (the buffers are summed in part order), and runs it through the layers before the
     // tail in lane groups (HostOps::forward_lanes, when the ops have them for each of those
     // layers) or one sample at a time, then through the tail of layers the ops batch
-    // (HostOps::batched) over the whole slice at once.
+    // (HostOps::batched) over the whole slice at once. The head's groups (units) go to whichever
+    // thread is free, its own part's first: each unit's head gradients have a buffer of their
+    // own, summed in unit order into its part's, so who ran it does not change a bit.
     // A tail layer with a large matrix (kSplitWeights) is instead split by rows: part p
     // runs a block of its rows over the whole batch and writes those rows' gradients into
     // the shared buffer (one copy of a large gradient, not one per thread); the parts'
@@ -87,8 +90,25 @@ private:
     using Clock = std::chrono::steady_clock;
     static double ms_since(Clock::time_point t0);
     void reserve(int count);
-    void forward_head(const Dataset& data, const int32_t* order, int first, int begin, int end);
-    void backward_head(int part, const float* d, size_t dsize, float* g);
+    // The head's work on the current batch, part by part: a lane group, or samples one at a time.
+    struct Unit {
+        int part = 0, s0 = 0, n = 0;
+        bool grouped = false;
+    };
+    void plan_units(int count, int T);
+    // Calls fn(u) once for each unit u, on the threads of a region: each thread takes the units
+    // that mine(u) gives it first, then any that are left. open_units(), before the region,
+    // hands them all out anew.
+    void open_units();
+    template <class Mine, class Fn>
+    void each_unit(Mine&& mine, Fn&& fn);
+    void forward_unit(const Dataset& data, const int32_t* order, int first, const Unit& u);
+    // The unit's samples back through the head from d ([count][dsize], dLoss/d(the tail's
+    // input)), with thread `thread`'s scratch; their gradients are added into g.
+    void backward_unit(int thread, const Unit& u, const float* d, size_t dsize, float* g);
+    // grads_ = the parts' gradients summed in part order (a head layer's from its units'), the
+    // slice of each layer's range that thread id of nth takes.
+    void sum_parts(int id, int nth, int T);
     // Part `part` of the current batch of `count` cut into T: [part_first(count, part, T),
     // part_first(count, part + 1, T)), at multiples of the lane groups' width when there are groups
     // and a full group for each thread.
@@ -142,7 +162,15 @@ private:
     std::vector<Outer> outer_[2];                 // [buffer][layer]
     int grads_buf_ = 0, velocity_buf_ = 0;        // which buffer holds the gradient / the velocity
     bool grads_outer_ = false, velocity_outer_ = false;  // their outer_layer_ ranges are in outer_
-    std::vector<AlignedVector<float>> scratch_;   // per part: two buffers of a layer's size (times the lanes)
+    std::vector<AlignedVector<float>> scratch_;   // per thread: two buffers of a layer's size (times the lanes)
+    std::vector<Unit> units_;                     // the current batch's, part by part
+    std::vector<int> part_units_;                 // part p's units: [part_units_[p], part_units_[p + 1])
+    std::unique_ptr<std::atomic<bool>[]> taken_;  // per unit: handed out (each_unit)
+    size_t taken_size_ = 0;
+    std::vector<int> ran_by_;                     // per unit: the thread that ran its forward
+    // Per unit, with several parts: the head layers' gradients, [0, head_params_) in the flat layout.
+    std::vector<AlignedVector<float>> unit_grads_;
+    size_t head_params_ = 0;
     // The layers before the tail in lane groups (HostOps::forward_lanes), when ops_ has them for
     // each one: acts_[0 .. tail_-1] then hold the grouped samples in lanes; acts_[tail_] (the
     // tail's input) stays [count][size], its grouped copy in head_out_.
