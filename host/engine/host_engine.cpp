@@ -196,33 +196,9 @@ int HostEngine::part_first(int count, int part, int T) const {
 }
 
 void HostEngine::plan_units(int count, int T) {
-    units_.clear();
-    part_units_.assign(1, 0);
-    for (int part = 0; part < T; ++part) {
-        groups_.each(part_first(count, part, T), part_first(count, part + 1, T),
-                     [&](int s0, int n, bool grouped) { units_.push_back({part, s0, n, grouped}); });
-        part_units_.push_back(static_cast<int>(units_.size()));
-    }
-    if (taken_size_ < units_.size()) {
-        taken_size_ = units_.size();
-        taken_ = std::make_unique<std::atomic<bool>[]>(taken_size_);
-    }
-    ran_by_.resize(units_.size());
+    units_.plan(T, groups_, [&](int part) { return part_first(count, part, T); });
     if (T > 1 && tail_ > 0)
         while (unit_grads_.size() < units_.size()) unit_grads_.emplace_back(head_params_);
-}
-
-void HostEngine::open_units() {
-    for (size_t u = 0; u < units_.size(); ++u) taken_[u].store(false, std::memory_order_relaxed);
-}
-
-template <class Mine, class Fn>
-void HostEngine::each_unit(Mine&& mine, Fn&& fn) {
-    // A thread slowed down (by another program on its core, say) leaves its last units to the
-    // others instead of keeping them waiting at the next barrier.
-    for (const bool any : {false, true})
-        for (size_t u = 0; u < units_.size(); ++u)
-            if ((any || mine(u)) && !taken_[u].exchange(true, std::memory_order_relaxed)) fn(u);
 }
 
 // The unit's samples through the layers before the tail.
@@ -273,13 +249,13 @@ void HostEngine::forward(Split split, int first, int count) {
     const int32_t* order = split == Split::Train ? order_.data() : nullptr;
 
     plan_units(count, T);
-    open_units();
+    units_.open();
     run_parts(T, [&](const int id, const int nth) {
-        each_unit([&](size_t u) { return units_[u].part % nth == id; },
-                  [&](size_t u) {
-                      ran_by_[u] = id;
-                      forward_unit(data, order, first, units_[u]);
-                  });
+        units_.each([&](size_t u) { return units_[u].part % nth == id; },
+                    [&](size_t u) {
+                        units_.ran(u, id);
+                        forward_unit(data, order, first, units_[u]);
+                    });
 #pragma omp barrier
         // The tail: a thread takes the parts id, id + nth, ... (all of them if it runs alone).
         for (size_t k = tail_; k < L; ++k) {
@@ -368,7 +344,7 @@ void HostEngine::sum_parts(int id, int nth, int T) {
             float* g = part > 0 ? part_grads_[static_cast<size_t>(part - 1)].data() : grads_.data();
             if (r.layer < tail_) {  // a head layer: the part's units added in order, as if it had run them all
                 std::fill(g + lo, g + hi, 0.0f);
-                for (int u = part_units_[static_cast<size_t>(part)]; u < part_units_[static_cast<size_t>(part) + 1]; ++u) {
+                for (int u = units_.first(part); u < units_.first(part + 1); ++u) {
                     const float* ug = unit_grads_[static_cast<size_t>(u)].data();
                     for (size_t i = lo; i < hi; ++i) g[i] += ug[i];
                 }
@@ -395,7 +371,7 @@ void HostEngine::backward() {
     // The tail's layers write their gradients (backward_batch_set) where the ops can: nothing to
     // zero there, except in a part without samples, which writes none.
     const bool set_tail = ops_.backward_batch_set != nullptr;
-    open_units();
+    units_.open();
     run_parts(T, [&](const int id, const int nth) {
         for (int part = id; part < T; part += nth) {
             const bool writes_tail = set_tail && part_first(count_, part + 1, T) > part_first(count_, part, T);
@@ -483,7 +459,7 @@ void HostEngine::backward() {
 #pragma omp barrier
             // Every part's d is written: a thread takes the units whose forward it ran (their
             // activations are in its caches) first, each into the unit's own gradient buffer.
-            each_unit([&](size_t u) { return ran_by_[u] == id; }, [&](size_t u) {
+            units_.each([&](size_t u) { return units_.ran_by(u) == id; }, [&](size_t u) {
                 float* g = unit_grads_[u].data();
                 for (const auto& r : summed_)
                     if (r.layer < tail_) std::fill(g + r.begin, g + r.end, 0.0f);

@@ -2,7 +2,6 @@
 // of per-sample layer operations, optionally spread over threads.
 #pragma once
 #include <array>
-#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -12,6 +11,7 @@
 #include "common/aligned.h"
 #include "engine/engine.h"
 #include "engine/fused_steps.h"
+#include "engine/head_units.h"
 #include "engine/host_inference.h"
 #include "engine/lane_groups.h"
 #include "host_ops.h"
@@ -90,18 +90,8 @@ private:
     using Clock = std::chrono::steady_clock;
     static double ms_since(Clock::time_point t0);
     void reserve(int count);
-    // The head's work on the current batch, part by part: a lane group, or samples one at a time.
-    struct Unit {
-        int part = 0, s0 = 0, n = 0;
-        bool grouped = false;
-    };
-    void plan_units(int count, int T);
-    // Calls fn(u) once for each unit u, on the threads of a region: each thread takes the units
-    // that mine(u) gives it first, then any that are left. open_units(), before the region,
-    // hands them all out anew.
-    void open_units();
-    template <class Mine, class Fn>
-    void each_unit(Mine&& mine, Fn&& fn);
+    using Unit = HeadUnits::Unit;
+    void plan_units(int count, int T);  // units_ for a batch of count cut into T parts
     void forward_unit(const Dataset& data, const int32_t* order, int first, const Unit& u);
     // The unit's samples back through the head from d ([count][dsize], dLoss/d(the tail's
     // input)), with thread `thread`'s scratch; their gradients are added into g.
@@ -163,11 +153,7 @@ private:
     int grads_buf_ = 0, velocity_buf_ = 0;        // which buffer holds the gradient / the velocity
     bool grads_outer_ = false, velocity_outer_ = false;  // their outer_layer_ ranges are in outer_
     std::vector<AlignedVector<float>> scratch_;   // per thread: two buffers of a layer's size (times the lanes)
-    std::vector<Unit> units_;                     // the current batch's, part by part
-    std::vector<int> part_units_;                 // part p's units: [part_units_[p], part_units_[p + 1])
-    std::unique_ptr<std::atomic<bool>[]> taken_;  // per unit: handed out (each_unit)
-    size_t taken_size_ = 0;
-    std::vector<int> ran_by_;                     // per unit: the thread that ran its forward
+    HeadUnits units_;                             // the current batch's head work, part by part
     // Per unit, with several parts: the head layers' gradients, [0, head_params_) in the flat layout.
     std::vector<AlignedVector<float>> unit_grads_;
     size_t head_params_ = 0;
