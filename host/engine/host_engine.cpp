@@ -333,7 +333,8 @@ void HostEngine::backward_unit(int thread, const Unit& u, const float* d, size_t
 }
 
 void HostEngine::sum_parts(int id, int nth, int T) {
-    // Thread id's slice of [begin, end): cut at cache lines, so that no two threads write one.
+    // Thread id's slice of [begin, end), cut at multiples of 16 floats as update() cuts (a cache line
+    // where the buffer starts on one; else two threads may share the line across a cut, no value).
     auto cut = [&](size_t begin, size_t end, int p) {
         if (p == nth) return end;
         return std::clamp((begin + (end - begin) * static_cast<size_t>(p) / static_cast<size_t>(nth)) / 16 * 16, begin, end);
