@@ -319,6 +319,26 @@ TEST_P(SimdLevels, WinogradLayersOfManyRowsMatchCpu) {
                             ops());
 }
 
+// 5x5 convolutions of one connection an output map, which the lane code takes by Winograd map
+// by map (LaneWinogradAlone: the forward, and the weight gradient where no input gradient is
+// asked): an output 21 wide from a padded input (its last tile has three columns past the map)
+// and one 9 wide, under each activation.
+TEST_P(SimdLevels, OneConnectionWinogradMatchesCpu) {
+    for (Activation act : {Activation::Tanh, Activation::Sigmoid, Activation::ReLU, Activation::None}) {
+        SCOPED_TRACE(activation_name(act));
+        expect_layers_match_cpu(NetworkBuilder("one connection", {1, 13, 21})
+                                    .conv("padded", 3, 5, act, {}, 1, 2)
+                                    .fully_connected("out", 10, Activation::None)
+                                    .build(),
+                                ops());
+        expect_layers_match_cpu(NetworkBuilder("one connection, narrow", {1, 20, 13})
+                                    .conv("narrow", 2, 5, act)
+                                    .fully_connected("out", 10, Activation::None)
+                                    .build(),
+                                ops());
+    }
+}
+
 // Remainders are stored by their lane count (AVX2 in pieces of 4, 2 and 1): every layer of
 // LeNet-5 and of a network whose rows end in 4, 2 and 5 lanes writes its output and input
 // gradient up to their last float and not one float past it.
