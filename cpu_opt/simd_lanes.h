@@ -373,6 +373,10 @@ struct SimdLanes {
         return below.kind == LayerKind::Subsample || below.kind == LayerKind::MaxPool || below.kind == LayerKind::AvgPool;
     }
 
+    // The coefficient, bias and folded bias gradients are summed in two chains (the even and the
+    // odd windows of a row), a window's four folded gradients added in pairs first: in one chain
+    // in the reference's order (the lower row of windows read back after each row), each add
+    // waited on the one before (S2's backward 7.4 -> 6.7 us a group of 8, S4's 2.7 -> 2.4).
     static bool window_backward(const LayerSpec& l, const float* params, const float* in, const float* out,
                                 float* dout, float* din, float* grads, const LayerSpec* below, bool folded) {
         const int OH = l.out.h, OW = l.out.w;
@@ -381,26 +385,27 @@ struct SimdLanes {
         with_activation(fold ? below->activation : Activation::None, [&](auto act) {
             for (int c = 0; c < l.out.c; ++c) {
                 const F coef = V::set1(sub ? params[l.weight_offset + c] : 0.0f);
-                F gcoef = V::zero(), gbias = V::zero(), gbelow = V::zero();
-                for (int y = 0; y < OH; ++y) {
-                    for (int x = 0; x < OW; ++x) {
+                struct Sums {
+                    F coef = V::zero(), bias = V::zero(), below = V::zero();
+                } even, odd;
+                auto window_grads = [&](int y, int x, Sums& sums) {
                         const F d = V::load(dout + static_cast<ptrdiff_t>((c * OH + y) * OW + x) * N);
                         const Window w = window(l, in, c, y, x);
                         F g[4];  // a b c d
                         if (sub) {
-                            gcoef = V::fma(d, sum(w), gcoef);
-                            gbias = V::add(gbias, d);
+                            sums.coef = V::fma(d, sum(w), sums.coef);
+                            sums.bias = V::add(sums.bias, d);
                             g[0] = g[1] = g[2] = g[3] = V::mul(d, coef);
                         } else if (l.kind == LayerKind::MaxPool) {
                             L::max4_grads(w.a, w.b, w.c, w.d, d, g);
                         } else {
                             g[0] = g[1] = g[2] = g[3] = V::mul(d, V::set1(0.25f));
                         }
-                        if (!din) continue;
+                        if (!din) return;
                         if (fold) {  // the window is the layer below's output
                             const F o[4] = {w.a, w.b, w.c, w.d};
                             LENET5_UNROLL for (int k = 0; k < 4; ++k) g[k] = L::activation_grad(decltype(act)::value, g[k], o[k]);
-                            gbelow = V::add(V::add(gbelow, g[0]), g[1]);
+                            sums.below = V::add(sums.below, V::add(V::add(g[0], g[1]), V::add(g[2], g[3])));
                         }
                         float* p = window_at(l, din, c, y, x);
                         const ptrdiff_t down = static_cast<ptrdiff_t>(l.in.w) * N;
@@ -408,18 +413,17 @@ struct SimdLanes {
                         V::store(p + N, g[1]);
                         V::store(p + down, g[2]);
                         V::store(p + down + N, g[3]);
+                };
+                for (int y = 0; y < OH; ++y)
+                    for (int x = 0; x < OW; x += 2) {
+                        window_grads(y, x, even);
+                        if (x + 1 < OW) window_grads(y, x + 1, odd);
                     }
-                    // The bias sum in the reference's order, row by row: the lower row after the upper.
-                    if (fold) {
-                        const float* lower = window_at(l, din, c, y, 0) + static_cast<ptrdiff_t>(l.in.w) * N;
-                        for (int x = 0; x < l.in.w; ++x) gbelow = V::add(gbelow, V::load(lower + x * N));
-                    }
-                }
                 if (sub) {
-                    grads[l.weight_offset + c] += V::sum(gcoef);
-                    if (!folded) grads[l.bias_offset + c] += V::sum(gbias);
+                    grads[l.weight_offset + c] += V::sum(V::add(even.coef, odd.coef));
+                    if (!folded) grads[l.bias_offset + c] += V::sum(V::add(even.bias, odd.bias));
                 }
-                if (fold) grads[below->bias_offset + c] += V::sum(gbelow);
+                if (fold) grads[below->bias_offset + c] += V::sum(V::add(even.below, odd.below));
             }
         });
         return fold;
