@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "simd_lanes_winograd.h"
+#include "simd_lane_layers.h"
 
 namespace lenet5 {
 namespace {

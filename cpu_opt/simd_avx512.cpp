@@ -22,7 +22,7 @@
 #endif
 #include <immintrin.h>
 
-#include "simd_lanes_winograd.h"
+#include "simd_lane_layers.h"
 
 namespace lenet5 {
 namespace {
