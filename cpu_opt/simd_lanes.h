@@ -377,6 +377,9 @@ struct SimdLanes {
     // odd windows of a row), a window's four folded gradients added in pairs first: in one chain
     // in the reference's order (the lower row of windows read back after each row), each add
     // waited on the one before (S2's backward 7.4 -> 6.7 us a group of 8, S4's 2.7 -> 2.4).
+    struct WindowSums {
+        F coef, bias, below;
+    };
     static bool window_backward(const LayerSpec& l, const float* params, const float* in, const float* out,
                                 float* dout, float* din, float* grads, const LayerSpec* below, bool folded) {
         const int OH = l.out.h, OW = l.out.w;
@@ -385,10 +388,8 @@ struct SimdLanes {
         with_activation(fold ? below->activation : Activation::None, [&](auto act) {
             for (int c = 0; c < l.out.c; ++c) {
                 const F coef = V::set1(sub ? params[l.weight_offset + c] : 0.0f);
-                struct Sums {
-                    F coef = V::zero(), bias = V::zero(), below = V::zero();
-                } even, odd;
-                auto window_grads = [&](int y, int x, Sums& sums) {
+                WindowSums even{V::zero(), V::zero(), V::zero()}, odd = even;
+                auto window_grads = [&](int y, int x, WindowSums& sums) {
                         const F d = V::load(dout + static_cast<ptrdiff_t>((c * OH + y) * OW + x) * N);
                         const Window w = window(l, in, c, y, x);
                         F g[4];  // a b c d
