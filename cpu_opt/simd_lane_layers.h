@@ -7,8 +7,9 @@
 namespace lenet5 {
 namespace {
 
-// The HostOps entries of the lane layers: Winograd where it pays (and a one-connection
-// convolution's forward), else SimdLanes' direct ones.
+// The HostOps entries of the lane layers: LaneWinograd where it pays (several connections an
+// output map), LaneWinogradAlone for one connection a map (its forward, and its weight gradient
+// where no input gradient is asked), else SimdLanes' direct ones.
 template <class V>
 struct LaneLayers {
     using W = LaneWinograd<V>;
