@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "engine/engine_factory.h"
+#include "engine/lane_groups.h"
+#include "engine/preprocess.h"
 #include "host_ops.h"
 #include "model/network.h"
 #include "common/rng.h"
@@ -160,6 +162,41 @@ Dataset bench_dataset() {
     return d;
 }
 
+// What a lane group's samples cost HostEngine besides its layers: 8 images staged into the
+// group, S4's outputs out of it (for the tail) and their gradients back in; by the engine's scalar
+// moves (`engine`) or HostOps' transposes (`avx`). Images from a 47 MB set, as MNIST's (in cache
+// the scalar moves cost as much: a float at a time, not memory, is their limit).
+void lane_moves(benchmark::State& state, const HostOps* ops, bool vector) {
+    const Network net = lenet5_network();
+    const int L = ops->lanes;
+    const size_t size = static_cast<size_t>(net.layers[3].out.size());  // S4's outputs
+    const int count = 60000, pixels = 28 * 28;
+    std::vector<uint8_t> images(static_cast<size_t>(count) * pixels);
+    Rng rng(8);
+    for (auto& px : images) px = static_cast<uint8_t>(rng.below(256));
+    float pixel[256];
+    for (int b = 0; b < 256; ++b) pixel[b] = net.scaling.value(b);
+    LaneGroups groups;
+    groups.lanes = L;
+    if (vector) {
+        groups.vector_to_lanes = ops->to_lanes;
+        groups.vector_from_lanes = ops->from_lanes;
+    }
+    std::vector<float> group(static_cast<size_t>(net.input.size() * L)), lanes(size * L), samples(size * L);
+    std::vector<const uint8_t*> batch(static_cast<size_t>(L));
+    for (auto _ : state) {
+        for (auto& im : batch) im = images.data() + static_cast<size_t>(rng.below(count)) * pixels;
+        if (!vector || !ops->images_to_lanes(batch.data(), L, 28, 28, net.input, net.scaling, pixel, group.data()))
+            images_to_lanes(batch.data(), L, L, 28, 28, net.input, pixel, group.data());
+        groups.from_lanes(lanes.data(), L, size, samples.data());
+        groups.to_lanes(samples.data(), L, size, lanes.data());
+        benchmark::DoNotOptimize(group.data());
+        benchmark::DoNotOptimize(lanes.data());
+        benchmark::ClobberMemory();
+    }
+    state.SetItemsProcessed(state.iterations() * L);
+}
+
 // forward + backward + update of one batch, waited for (take_counters syncs OpenCL queues).
 void step(benchmark::State& state, const std::string& variant, int batch) {
     const Network net = lenet5_network();
@@ -220,6 +257,12 @@ void register_all() {
             benchmark::RegisterBenchmark(("backward/" + group).c_str(), layer_lanes, o, net, k, true);
         }
     for (const auto& [name, o] : ops) benchmark::RegisterBenchmark(("update/" + name).c_str(), update, o, net);
+    for (const auto& [name, o] : ops)
+        if (o->lanes > 0) {
+            const std::string lanes = "/lanes:" + std::to_string(o->lanes);
+            benchmark::RegisterBenchmark(("moves/engine" + lanes).c_str(), lane_moves, o, false);
+            benchmark::RegisterBenchmark(("moves/" + name + lanes).c_str(), lane_moves, o, true);
+        }
 
     std::vector<std::string> variants{"cpu"};
 #ifdef LENET5_HAVE_SIMD

@@ -4,6 +4,7 @@
 #pragma once
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 
 #include "model/network.h"
 
@@ -86,6 +87,15 @@ struct HostOps {
     void (*forward_lanes)(const LayerSpec& layer, const float* params, const float* in, float* out) = nullptr;
     bool (*backward_lanes)(const LayerSpec& layer, const float* params, const float* in, const float* out,
                            float* dout, float* din, float* grads, const LayerSpec* below, bool folded) = nullptr;
+
+    // Optional: the engine's moves into and out of groups of `lanes` (engine/lane_groups.h's
+    // to_lanes and from_lanes, engine/preprocess.h's images_to_lanes), bit for bit, by vector
+    // transposes. images_to_lanes returns false, writing nothing, where it cannot reproduce
+    // `pixel` (each byte's input value) bit for bit; the engine then stages the images itself.
+    void (*to_lanes)(const float* samples, int n, size_t size, float* group) = nullptr;
+    void (*from_lanes)(const float* group, int n, size_t size, float* samples) = nullptr;
+    bool (*images_to_lanes)(const uint8_t* const* images, int n, int rows, int cols, const Shape& input,
+                            const InputScaling& scaling, const float* pixel, float* group) = nullptr;
 };
 
 const HostOps& cpu_ops();

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "simd_lane_layers.h"
+#include "simd_lane_staging.h"
 
 namespace lenet5 {
 namespace {
@@ -109,10 +110,11 @@ const HostOps& simd_avx2_ops() {
     using L = SimdLayers<Avx2>;
     using G = SimdLanes<Avx2>;
     using W = LaneLayers<Avx2>;
+    using S = LaneStaging<Avx2>;
     static const HostOps ops{L::forward,        L::backward,    L::update,     L::batched,
                              L::forward_batch,  L::backward_batch, L::backward_batch_set, L::outer_grads,
                              L::sgd_outer,      Avx2::N,        G::supported,  W::forward,
-                             W::backward};
+                             W::backward,       S::to_lanes,    S::from_lanes, S::images_to_lanes};
     return ops;
 }
 

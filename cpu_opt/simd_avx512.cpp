@@ -23,6 +23,7 @@
 #include <immintrin.h>
 
 #include "simd_lane_layers.h"
+#include "simd_lane_staging.h"
 
 namespace lenet5 {
 namespace {
@@ -177,10 +178,11 @@ const HostOps& simd_avx512_ops() {
     using L = Narrow;
     using G = SimdLanes<Avx512>;
     using W = LaneLayers<Avx512>;
+    using S = LaneStaging<Avx512>;
     static const HostOps ops{forward,       backward,       L::update,          L::batched,
                              forward_batch, backward_batch, backward_batch_set, L::outer_grads,
                              L::sgd_outer,  Avx512::N,      G::supported,       W::forward,
-                             W::backward};
+                             W::backward,   S::to_lanes,    S::from_lanes,      S::images_to_lanes};
     return ops;
 }
 

@@ -12,6 +12,7 @@
 #include "common/aligned.h"
 #include "common/error.h"
 #include "engine/lane_groups.h"
+#include "engine/preprocess.h"
 #include "model/model_file.h"
 #include "test_support.h"
 #include "train/trainer.h"
@@ -516,6 +517,63 @@ TEST_P(SimdLevels, BackwardBatchSetIsBitIdenticalToAddingIntoZeros) {
         EXPECT_EQ(g_set, g_add) << in_n;
         EXPECT_EQ(din_set, din_add) << in_n;
         if (in_n > 84) expect_batch_matches_cpu(l, p, ops(), rng);
+    }
+}
+
+// The moves into and out of lane groups by transposes (HostOps::to_lanes, from_lanes) against
+// the engine's scalar ones, bit for bit: every group size, sizes off the 8x8 blocks, and nothing
+// written past the destination.
+TEST_P(SimdLevels, LaneMovesAreBitIdenticalToTheEnginesScalarOnes) {
+    ASSERT_TRUE(ops().to_lanes && ops().from_lanes);
+    const int L = ops().lanes;
+    LaneGroups scalar;
+    scalar.lanes = L;
+    Rng rng(7);
+    for (int n = 1; n <= L; ++n)
+        for (size_t size : {1, 5, 8, 13, 400}) {
+            const std::vector<float> samples = random_vector(static_cast<size_t>(n) * size, rng);
+            std::vector<float> want(size * static_cast<size_t>(L) + 16, 9.0f), got = want;
+            scalar.to_lanes(samples.data(), n, size, want.data());
+            ops().to_lanes(samples.data(), n, size, got.data());
+            EXPECT_EQ(want, got) << "to_lanes, " << n << " samples of " << size;
+            std::vector<float> back_want(samples.size() + 16, 9.0f), back_got = back_want;
+            scalar.from_lanes(got.data(), n, size, back_want.data());
+            ops().from_lanes(got.data(), n, size, back_got.data());
+            EXPECT_EQ(back_want, back_got) << "from_lanes, " << n << " samples of " << size;
+        }
+}
+
+// Images staged into a group by transposes (HostOps::images_to_lanes) against the engine's
+// scalar staging, bit for bit: every byte value at several scalings, every group size, the image
+// centred in a larger input, cropped by a smaller one, and a pixel table it cannot reproduce
+// (then it declines and writes nothing).
+TEST_P(SimdLevels, StagedImagesAreBitIdenticalToTheEnginesScalarStaging) {
+    ASSERT_NE(ops().images_to_lanes, nullptr);
+    const int L = ops().lanes, rows = 28, cols = 28;
+    std::vector<std::vector<uint8_t>> images(static_cast<size_t>(L), std::vector<uint8_t>(rows * cols));
+    Rng rng(11);
+    for (size_t s = 0; s < images.size(); ++s)
+        for (size_t i = 0; i < images[s].size(); ++i)  // every byte value in each image, then random ones
+            images[s][i] = static_cast<uint8_t>(i < 256 ? (i + 37 * s) % 256 : rng.next() % 256);
+    std::vector<const uint8_t*> ptrs;
+    for (const auto& im : images) ptrs.push_back(im.data());
+    for (const InputScaling scaling : {InputScaling{}, InputScaling{1.0f, 0.0f}, InputScaling{3.7f, -0.3f},
+                                       InputScaling{-1.5f, 0.25f}}) {
+        float pixel[256];
+        for (int b = 0; b < 256; ++b) pixel[b] = scaling.value(b);
+        for (const Shape input : {Shape{1, 32, 32}, Shape{1, 28, 28}, Shape{1, 24, 26}, Shape{1, 31, 37}})
+            for (int n = 1; n <= L; ++n) {
+                std::vector<float> want(static_cast<size_t>(input.size() * L) + 16, 9.0f), got = want;
+                images_to_lanes(ptrs.data(), n, L, rows, cols, input, pixel, want.data());
+                // The test, like the engine, computes value() for plain x86-64: three roundings.
+                ASSERT_TRUE(ops().images_to_lanes(ptrs.data(), n, rows, cols, input, scaling, pixel, got.data()));
+                EXPECT_EQ(want, got) << "scale " << scaling.scale << ", input " << input.h << "x" << input.w << ", "
+                                     << n << " images";
+            }
+        pixel[200] = std::nextafter(pixel[200], 10.0f);
+        std::vector<float> untouched(static_cast<size_t>(32 * 32 * L), 9.0f), got = untouched;
+        EXPECT_FALSE(ops().images_to_lanes(ptrs.data(), L, rows, cols, Shape{1, 32, 32}, scaling, pixel, got.data()));
+        EXPECT_EQ(untouched, got);
     }
 }
 

@@ -43,8 +43,11 @@ HostEngine::HostEngine(Network net, std::string variant, const HostOps& ops, int
     while (tail_ > 0 && ops_.batched && ops_.batched(net_.layers[tail_ - 1])) --tail_;
     if (tail_ > 0 && ops_.lanes > 0 && ops_.lanes <= kMaxLanes &&
         std::all_of(net_.layers.begin(), net_.layers.begin() + static_cast<std::ptrdiff_t>(tail_),
-                    [&](const LayerSpec& l) { return ops_.lanes_supported(l); }))
+                    [&](const LayerSpec& l) { return ops_.lanes_supported(l); })) {
         groups_.lanes = ops_.lanes;
+        groups_.vector_to_lanes = ops_.to_lanes;
+        groups_.vector_from_lanes = ops_.from_lanes;
+    }
     for (int b = 0; b < 256; ++b) pixel_[static_cast<size_t>(b)] = net_.scaling.value(b);
     const size_t per_part = 2 * static_cast<size_t>(largest) * static_cast<size_t>(std::max(1, groups_.lanes));
     scratch_.assign(static_cast<size_t>(threads_), AlignedVector<float>(per_part));
@@ -209,8 +212,10 @@ void HostEngine::forward_unit(const Dataset& data, const int32_t* order, int fir
     if (u.grouped) {
         const uint8_t* images[kMaxLanes];
         for (int s = 0; s < n; ++s) images[s] = image(s0 + s);
-        images_to_lanes(images, n, groups_.lanes, data.rows, data.cols, net_.input, pixel_.data(),
-                        acts_[0].data() + static_cast<size_t>(s0) * in_size);
+        float* group = acts_[0].data() + static_cast<size_t>(s0) * in_size;
+        if (!ops_.images_to_lanes ||
+            !ops_.images_to_lanes(images, n, data.rows, data.cols, net_.input, net_.scaling, pixel_.data(), group))
+            images_to_lanes(images, n, groups_.lanes, data.rows, data.cols, net_.input, pixel_.data(), group);
         for (size_t k = 0; k < tail_; ++k) {
             const LayerSpec& l = net_.layers[k];
             float* out = (k + 1 == tail_ ? head_out_ : acts_[k + 1]).data() + static_cast<size_t>(s0) * l.out.size();

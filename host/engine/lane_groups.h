@@ -11,6 +11,9 @@ namespace lenet5 {
 
 struct LaneGroups {
     int lanes = 0;  // 0: no lane groups (every sample one at a time)
+    // Optional: to_lanes and from_lanes by vector transposes (HostOps'), bit for bit the same moves.
+    void (*vector_to_lanes)(const float* samples, int n, size_t size, float* group) = nullptr;
+    void (*vector_from_lanes)(const float* group, int n, size_t size, float* samples) = nullptr;
 
     // Below this many samples a group is slower than its samples one at a time (LeNet-5 on AVX2:
     // a group of 8 costs about as much as 5 samples through the per-sample layers).
@@ -28,6 +31,7 @@ struct LaneGroups {
 
     // [n][size] -> [size][lanes], zeros in lanes n..
     void to_lanes(const float* samples, int n, size_t size, float* group) const {
+        if (vector_to_lanes) return vector_to_lanes(samples, n, size, group);
         const size_t L = static_cast<size_t>(lanes);
         for (size_t i = 0; i < size; ++i) {
             float* dst = group + i * L;
@@ -39,6 +43,7 @@ struct LaneGroups {
     // [size][lanes] -> [n][size], lanes n.. dropped. Position-major: each of the group's vectors
     // read once (sample-major took 1.4x as long).
     void from_lanes(const float* group, int n, size_t size, float* samples) const {
+        if (vector_from_lanes) return vector_from_lanes(group, n, size, samples);
         const size_t L = static_cast<size_t>(lanes);
         for (size_t i = 0; i < size; ++i)
             for (size_t s = 0; s < static_cast<size_t>(n); ++s) samples[s * size + i] = group[i * L + s];
