@@ -1,8 +1,9 @@
 // Micro-benchmarks: every LeNet-5 layer's forward and backward pass and the
 // update, one sample at a time through each host variant's HostOps (cpu, and avx
 // when built), the layers avx batches over 32 samples (one thread's slice of a batch
-// of 64), the engine's moves into and out of a lane group (moves/), and the whole training step (forward + backward + update) of every built
-// variant through the Engine interface at batch 1 and 64.
+// of 64), the engine's moves into and out of a lane group (moves/), and the whole
+// training step (forward + backward + update) of every built variant through the
+// Engine interface at batch 1 and 64.
 // Items are samples (parameters for the update), so items_per_second compares directly.
 //
 //   lenet5_bench_layers [--benchmark_filter=step/] [--benchmark_format=json]
