@@ -17,6 +17,7 @@ namespace {
 
 template <class V>
 struct LaneStaging {
+    using L = SimdLayers<V>;
     using F = typename V::F;
     static constexpr int N = V::N;
     static_assert(N == 8, "the transposes are of 8x8 floats, AVX vectors");
@@ -57,7 +58,7 @@ struct LaneStaging {
     static void to_lanes(const float* samples, int n, size_t size, float* group) {
         over_blocks(size, [&](size_t i, int m) {
             F r[N];
-            for (int s = 0; s < N; ++s) r[s] = s < n ? V::load(samples + s * size + i, V::first(m)) : V::zero();
+            for (int s = 0; s < N; ++s) r[s] = s < n ? L::load_n(samples + s * size + i, m) : V::zero();
             transpose(r);
             store_first(group + i * N, r, m);
         });
@@ -69,7 +70,7 @@ struct LaneStaging {
             F r[N];
             for (int k = 0; k < N; ++k) r[k] = k < m ? V::load(group + (i + k) * N) : V::zero();
             transpose(r);
-            for (int s = 0; s < n; ++s) V::store(samples + s * size + i, r[s], V::first(m));
+            for (int s = 0; s < n; ++s) L::store_n(samples + s * size + i, r[s], m);
         });
     }
 
@@ -78,7 +79,7 @@ struct LaneStaging {
     // kept, or GCC fuses it with the add into one fma, whose one rounding differs).
     static F values(__m128i bytes, F scale, F shift) {
         const F b = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes));
-        return V::add(SimdLayers<V>::kept(V::mul(V::div(b, V::set1(255.0f)), scale)), shift);
+        return V::add(L::kept(V::mul(V::div(b, V::set1(255.0f)), scale)), shift);
     }
 
     // Bytes ix .. ix+m-1 (m <= 8) of an image row, in the low bytes: one 8-byte load within the

@@ -55,6 +55,10 @@ struct LaneWinograd {
         {0.0f, -2.0f / 9, -2.0f / 9, 8.0f / 45, 8.0f / 45, 2.0f / 45, 2.0f / 45, 1.0f},
     };
 
+    // The point +1 (kGT's second column): its column of A^T is all ones, so a value added there
+    // reaches each of the tile's outputs (LaneWinogradAlone adds the bias through it).
+    static constexpr int kPlusOne = 1;
+
     static F c(float x) { return V::set1(x); }
 
     // v = B^T d.

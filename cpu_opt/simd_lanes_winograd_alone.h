@@ -30,7 +30,6 @@ struct LaneWinogradAlone {
     using L = SimdLayers<V>;
     using F = typename V::F;
     static constexpr int N = V::N, K = W::K, M = W::M, P = W::P;
-    static constexpr int kPlusOne = 1;  // the point +1: its column of A^T is all ones
 
     static bool pays(const LayerSpec& l) {
         if (l.kind != LayerKind::Conv || l.kernel != K || l.out.w < 2 * M) return false;
@@ -51,7 +50,7 @@ struct LaneWinogradAlone {
             for (int t = 0; t < T; ++t) {
                 for (int p = 0; p < P; ++p) {
                     // The bias through the point +1: A^T adds it to each of the tile's outputs.
-                    const F start = V::set1(p == kPlusOne ? params[l.bias_offset + o] : 0.0f);
+                    const F start = V::set1(p == W::kPlusOne ? params[l.bias_offset + o] : 0.0f);
                     F w[K];
                     LENET5_UNROLL for (int ky = 0; ky < K; ++ky) w[ky] = V::set1(u[(j * K + ky) * P + p]);
                     Lanes::template over_cols<Lanes::template kCols<K>>(OH, [&](int y0, auto rows) {
