@@ -1,43 +1,41 @@
 // The lane layers' 5x5 convolutions where several connections feed each output map (LeNet-5's
-// C3) by Winograd's F(4,5) along the rows: four outputs of a row from eight inputs take 8
-// products a kernel row in place of 20, in each of the three passes.
-//
-// In one dimension, for a tile of 8 input columns d and a kernel row g of 5 taps,
-//     y = A^T [(G g) * (B^T d)]        (4 outputs; * elementwise over 8 points)
-// is exactly the correlation y[m] = sum_k g[k] d[m + k] in real arithmetic; in floats the
-// rounding differs from the direct sum's by about its own size (the tests hold it to the `cpu`
-// reference). The points are 0, +-1, +-2, +-1/2 and infinity; B^T is the common F(6,3)'s (same
-// points), G carries the fractions. Along the columns nothing changes: for each tile t and point
-// p the 2-D convolution becomes a 1-D one down the rows, with the transformed taps U[j][ky][p] as
-// its kernel, which SimdLanes::row_taps computes in register blocks as it computes a row.
-// The backward passes are the same identity's gradient, so they are exact too:
+// C3) by Winograd's minimal filtering along the rows (a tile of simd_winograd_tiles.h: F(4,5)
+// or F(5,5)), in each of the three passes. Along the columns nothing changes: for each tile t
+// and point p the 2-D convolution becomes a 1-D one down the rows, with the transformed taps
+// U[j][ky][p] = (G g_{j,ky})[p] as its kernel, which SimdLanes::row_taps computes in register
+// blocks as it computes a row. The backward passes are the same identity's gradient, so they
+// are exact too:
 //     dU = sum over tiles and rows of (B^T d) * (A dy), dW = G^T dU     (the weight gradient)
 //     dd = B [U * (A dy)], added over the tiles' overlapping columns     (the input gradient)
 //
-// C3's products a sample: 150,000 -> 72,000 in each pass (its 10 outputs a row take 3 tiles, 12
-// columns). The transforms are paid per input map (B^T) and per output map (A^T), so these
-// passes pay only where each output map sums several connections: on C1 (one each) the forward
-// took 37 -> 40 us a group of 8, its backward 29 -> 35 (bench/RESULTS.md). C1's forward and
-// weight gradient pay in an order of their own (simd_lanes_winograd_alone.h).
+// C3's products a sample: 150,000 -> 72,000 in each pass by F(4,5) (its 10 outputs a row take
+// 3 tiles, 12 columns), 54,000 by F(5,5) (2 tiles). The transforms are paid per input map (B^T)
+// and per output map (A^T), so these passes pay only where each output map sums several
+// connections: on C1 (one each) the forward took 37 -> 40 us a group of 8, its backward 29 ->
+// 35 (bench/RESULTS.md). C1's forward and weight gradient pay in an order of their own
+// (simd_lanes_winograd_alone.h).
 //
 // Include only through simd_lane_layers.h.
 #pragma once
 #include <utility>
 
 #include "simd_lanes.h"
+#include "simd_winograd_tiles.h"
 
 namespace lenet5 {
 namespace {
 
 thread_local Scratch<float> tls_wino_kernel, tls_wino_in, tls_wino_dy, tls_wino_sums, tls_wino_rows, tls_wino_taps;
 
-template <class V>
-struct LaneWinograd {
+// Tile: WinogradF45<V> or WinogradF55<V>.
+template <class V, class Tile>
+struct LaneWinograd : Tile {
     using Lanes = SimdLanes<V>;
     using L = SimdLayers<V>;
     using F = typename V::F;
     static constexpr int N = V::N;
-    static constexpr int K = 5, M = 4, P = 8;  // kernel width, outputs a tile, points a tile
+    using Tile::K, Tile::M, Tile::P, Tile::kGT;
+    using Tile::input_transform, Tile::input_transform_t, Tile::output_transform, Tile::output_transform_t;
 
     // Rows of at least two tiles (narrower, the padding to a whole tile costs more than it saves)
     // and at least two connections an output map on average (see above).
@@ -45,103 +43,29 @@ struct LaneWinograd {
         return l.kind == LayerKind::Conv && l.kernel == K && l.out.w >= 2 * M && l.connections() >= 2 * l.out.c;
     }
     static int tiles(const LayerSpec& l) { return (l.out.w + M - 1) / M; }
-
-    // G (8 points x 5 taps), stored by tap: kGT[k][p] = G[p][k].
-    static constexpr float kGT[K][P] = {
-        {1.0f, -2.0f / 9, -2.0f / 9, 1.0f / 90, 1.0f / 90, 32.0f / 45, 32.0f / 45, 0.0f},
-        {0.0f, -2.0f / 9, 2.0f / 9, 1.0f / 45, -1.0f / 45, 16.0f / 45, -16.0f / 45, 0.0f},
-        {0.0f, -2.0f / 9, -2.0f / 9, 2.0f / 45, 2.0f / 45, 8.0f / 45, 8.0f / 45, 0.0f},
-        {0.0f, -2.0f / 9, 2.0f / 9, 4.0f / 45, -4.0f / 45, 4.0f / 45, -4.0f / 45, 0.0f},
-        {0.0f, -2.0f / 9, -2.0f / 9, 8.0f / 45, 8.0f / 45, 2.0f / 45, 2.0f / 45, 1.0f},
-    };
-
-    // The point +1 (kGT's second column): its column of A^T is all ones, so a value added there
-    // reaches each of the tile's outputs (LaneWinogradAlone adds the bias through it).
-    static constexpr int kPlusOne = 1;
-
-    static F c(float x) { return V::set1(x); }
-
-    // v = B^T d.
-    static void input_transform(const F* d, F* v) {
-        v[0] = V::fma(c(5.25f), V::sub(d[4], d[2]), V::sub(d[0], d[6]));
-        v[7] = V::fma(c(5.25f), V::sub(d[3], d[5]), V::sub(d[7], d[1]));
-        F a = V::fnma(c(4.25f), d[4], V::add(d[2], d[6])), b = V::fnma(c(4.25f), d[3], V::add(d[1], d[5]));
-        v[1] = V::add(a, b);
-        v[2] = V::sub(a, b);
-        a = V::fnma(c(1.25f), d[4], V::fma(c(0.25f), d[2], d[6]));
-        b = V::fma(c(2.0f), d[5], V::fnma(c(2.5f), d[3], V::mul(c(0.5f), d[1])));
-        v[3] = V::add(a, b);
-        v[4] = V::sub(a, b);
-        a = V::fma(c(4.0f), V::fnma(c(1.25f), d[4], d[2]), d[6]);
-        b = V::fma(c(0.5f), d[5], V::fnma(c(2.5f), d[3], V::mul(c(2.0f), d[1])));
-        v[5] = V::add(a, b);
-        v[6] = V::sub(a, b);
-    }
-
-    // d = B v (B^T's transpose: the input gradient of a tile).
-    static void input_transform_t(const F* v, F* d) {
-        const F s12 = V::add(v[1], v[2]), d12 = V::sub(v[1], v[2]), s34 = V::add(v[3], v[4]), d34 = V::sub(v[3], v[4]);
-        const F s56 = V::add(v[5], v[6]), d56 = V::sub(v[5], v[6]);
-        d[0] = v[0];
-        d[1] = V::sub(V::fma(c(2.0f), d56, V::fma(c(0.5f), d34, d12)), v[7]);
-        d[2] = V::fma(c(4.0f), s56, V::fma(c(0.25f), s34, V::fnma(c(5.25f), v[0], s12)));
-        d[3] = V::fma(c(5.25f), v[7], V::fnma(c(2.5f), V::add(d34, d56), V::mul(c(-4.25f), d12)));
-        d[4] = V::fnma(c(5.0f), s56, V::fnma(c(1.25f), s34, V::fnma(c(4.25f), s12, V::mul(c(5.25f), v[0]))));
-        d[5] = V::fnma(c(5.25f), v[7], V::fma(c(0.5f), d56, V::fma(c(2.0f), d34, d12)));
-        d[6] = V::sub(V::add(V::add(s12, s34), s56), v[0]);
-        d[7] = v[7];
-    }
-
-    // y = A^T m (the 4 outputs of a tile).
-    static void output_transform(const F* m, F* y) {
-        const F s12 = V::add(m[1], m[2]), d12 = V::sub(m[1], m[2]), s34 = V::add(m[3], m[4]), d34 = V::sub(m[3], m[4]);
-        const F s56 = V::add(m[5], m[6]), d56 = V::sub(m[5], m[6]);
-        y[0] = V::add(V::add(V::add(m[0], s12), s34), s56);
-        y[1] = V::fma(c(0.5f), d56, V::fma(c(2.0f), d34, d12));
-        y[2] = V::fma(c(0.25f), s56, V::fma(c(4.0f), s34, s12));
-        y[3] = V::add(V::fma(c(0.125f), d56, V::fma(c(8.0f), d34, d12)), m[7]);
-    }
-
-    // (A y)[p], A = A^T's transpose, from y(x) for x < 4: a tile's output gradient at point p.
-    template <int p, class Y>
-    static F gradient_point(Y y) {
-        if constexpr (p == 0) return y(0);
-        if constexpr (p == 7) return y(3);
-        if constexpr (p == 1 || p == 2) {
-            const F e = V::add(y(0), y(2)), o = V::add(y(1), y(3));
-            return p == 1 ? V::add(e, o) : V::sub(e, o);
-        }
-        if constexpr (p == 3 || p == 4) {
-            const F e = V::fma(c(4.0f), y(2), y(0)), o = V::fma(c(8.0f), y(3), V::mul(c(2.0f), y(1)));
-            return p == 3 ? V::add(e, o) : V::sub(e, o);
-        }
-        const F e = V::fma(c(0.25f), y(2), y(0)), o = V::fma(c(0.125f), y(3), V::mul(c(0.5f), y(1)));
-        return p == 5 ? V::add(e, o) : V::sub(e, o);
-    }
-
-    // m = A y (the tile's output gradient at the 8 points; the compiler shares the points' common sums).
-    static void output_transform_t(const F* y, F* m) { output_transform_t(y, m, std::make_integer_sequence<int, P>{}); }
-    template <int... Ps>
-    static void output_transform_t(const F* y, F* m, std::integer_sequence<int, Ps...>) {
-        ((m[Ps] = gradient_point<Ps>([&](int x) { return y[x]; })), ...);
-    }
+    static int row_points(const LayerSpec& l) { return tiles(l) * P; }  // products a kernel row, a row
 
     // ---- the transformed tensors ------------------------------------------------------
     //
     // A transformed map is [p][t][y]: for each point and tile, a column of vectors down the rows,
     // which row_taps and weight_grad_block walk.
 
-    // U[r][p] = (G g_r)[p] for each kernel row r = j*K + ky, one vector a row (read back as scalars:
-    // one broadcast serves the group).
+    // U[r][p] = (G g_r)[p] for each kernel row r = j*K + ky, P floats a row (read back as
+    // scalars: one broadcast serves the group): the first N points a vector, any more one by one.
     static const float* kernel_rows(const LayerSpec& l, const float* params) {
         const int rows = l.connections() * K;
-        float* u = tls_wino_kernel.get(static_cast<size_t>(rows) * P);
+        float* u = tls_wino_kernel.get(static_cast<size_t>(rows) * P + N);
         const float* w = params + l.weight_offset;
-        static_assert(N == P, "a kernel row's 8 points are one vector");
+        static_assert(P >= N, "a kernel row's first N points are one vector");
         for (int r = 0; r < rows; ++r) {
             F acc = V::zero();
             LENET5_UNROLL for (int k = 0; k < K; ++k) acc = V::fma(V::load(kGT[k]), V::set1(w[r * K + k]), acc);
             V::store(u + r * P, acc);
+            LENET5_UNROLL for (int p = N; p < P; ++p) {
+                float sum = 0.0f;
+                LENET5_UNROLL for (int k = 0; k < K; ++k) sum = std::fma(kGT[k][p], w[r * K + k], sum);
+                u[r * P + p] = sum;
+            }
         }
         return u;
     }
@@ -281,7 +205,7 @@ struct LaneWinograd {
     // With `below`, its activation and bias gradients are folded into din (its output is `in`).
     static void input_grads(const LayerSpec& l, const typename L::Feeds& f, const float* u, const float* g,
                             float* din, const LayerSpec* below, const float* in, float* grads) {
-        const int T = tiles(l), GH = gradient_rows(l), IH = l.in.h, IW = l.in.w, W = T * M + M, J = l.connections();
+        const int T = tiles(l), GH = gradient_rows(l), IH = l.in.h, W = T * M + K - 1, J = l.connections();
         float* rows = tls_wino_rows.get(static_cast<size_t>(l.in.c * IH * W) * N);
         float* sums = tls_wino_sums.get(static_cast<size_t>(l.in.c * P * IH) * N);
         const float* wb = reversed_tap_vectors(l, u);
@@ -325,21 +249,31 @@ struct LaneWinograd {
                 }
         }
         Lanes::with_activation(below ? below->activation : Activation::None, [&](auto act) {
-            for (int i = 0; i < l.in.c; ++i) {
-                F sum = V::zero();
-                for (int y = 0; y < IH; ++y)
-                    for (int x = 0; x < IW; ++x) {
-                        const ptrdiff_t at = static_cast<ptrdiff_t>((i * IH + y) * IW + x) * N;
-                        F v = V::load(rows + static_cast<ptrdiff_t>((i * IH + y) * W + x) * N);
-                        if (below) {
-                            v = L::activation_grad(decltype(act)::value, v, V::load(in + at));
-                            sum = V::add(sum, v);
-                        }
-                        V::store(din + at, v);
-                    }
-                if (below && below->bias_count == static_cast<size_t>(l.in.c)) grads[below->bias_offset + i] += V::sum(sum);
-            }
+            rows_to_din<decltype(act)::value>(l, rows, W, below, in, din, grads);
         });
+    }
+
+    // din from the rows input_grads summed (W columns apart); with `below`, its activation and
+    // bias gradients folded in. A function of its own, with its arguments by value: as a lambda
+    // that GCC did not inline, the loop read each captured pointer again after every store.
+    template <Activation A>
+    static void rows_to_din(const LayerSpec& l, const float* rows, int W, const LayerSpec* below, const float* in,
+                            float* din, float* grads) {
+        const int IH = l.in.h, IW = l.in.w;
+        for (int i = 0; i < l.in.c; ++i) {
+            F sum = V::zero();
+            for (int y = 0; y < IH; ++y)
+                for (int x = 0; x < IW; ++x) {
+                    const ptrdiff_t at = static_cast<ptrdiff_t>((i * IH + y) * IW + x) * N;
+                    F v = V::load(rows + static_cast<ptrdiff_t>((i * IH + y) * W + x) * N);
+                    if (below) {
+                        v = L::activation_grad(A, v, V::load(in + at));
+                        sum = V::add(sum, v);
+                    }
+                    V::store(din + at, v);
+                }
+            if (below && below->bias_count == static_cast<size_t>(l.in.c)) grads[below->bias_offset + i] += V::sum(sum);
+        }
     }
 
     // dU[j][p][ky] = sum over tiles and rows of (A dy)[o_j] * (B^T d)[i_j] (lanes summed), then
@@ -367,19 +301,26 @@ struct LaneWinograd {
         add_kernel_grads(l, du, grads);
     }
 
-    // grads += G^T dU, dU [j][p][ky] (N lane sums each). Per kernel row: its 8 points' vectors
-    // summed over lanes (one vector over p), then dW[k] = sum over p of G[p][k] dU[p] as the
-    // lane sums of kGT[k] * dU.
+    // grads += G^T dU, dU [j][p][ky] (N lane sums each). Per kernel row: the first N points'
+    // vectors summed over lanes (one vector over p), then dW[k] = sum over p of G[p][k] dU[p] as
+    // the lane sums of kGT[k] * dU, and any more points one by one.
     static void add_kernel_grads(const LayerSpec& l, const float* du, float* grads) {
         float* gw = grads + l.weight_offset;
         for (int j = 0; j < l.connections(); ++j)
             for (int ky = 0; ky < K; ++ky) {
                 F part[N];
-                LENET5_UNROLL for (int p = 0; p < P; ++p) part[p] = V::load(du + static_cast<ptrdiff_t>((j * P + p) * K + ky) * N);
+                LENET5_UNROLL for (int p = 0; p < N; ++p) part[p] = V::load(du + static_cast<ptrdiff_t>((j * P + p) * K + ky) * N);
                 const F dU = V::sums(part);
                 LENET5_UNROLL for (int k = 0; k < N; ++k) part[k] = k < K ? V::mul(V::load(kGT[k]), dU) : V::zero();
+                F dW = V::sums(part);
+                LENET5_UNROLL for (int p = N; p < P; ++p) {
+                    alignas(32) float column[N] = {};  // G[p][k] in lane k
+                    LENET5_UNROLL for (int k = 0; k < K; ++k) column[k] = kGT[k][p];
+                    const F sum = V::set1(V::sum(V::load(du + static_cast<ptrdiff_t>((j * P + p) * K + ky) * N)));
+                    dW = V::fma(V::load(column), sum, dW);
+                }
                 float* dst = gw + (j * K + ky) * K;
-                L::store_n(dst, V::add(L::load_n(dst, K), V::sums(part)), K);
+                L::store_n(dst, V::add(L::load_n(dst, K), dW), K);
             }
     }
 };

@@ -25,7 +25,7 @@ namespace {
 // 37 -> 40-45 us a group of 8 and its backward 29 -> 35-38 (bench/RESULTS.md).
 template <class V>
 struct LaneWinogradAlone {
-    using W = LaneWinograd<V>;
+    using W = LaneWinograd<V, WinogradF45<V>>;
     using Lanes = SimdLanes<V>;
     using L = SimdLayers<V>;
     using F = typename V::F;

@@ -308,13 +308,20 @@ TEST_P(SimdLevels, EveryLayerKindAndActivationMatchesCpu) {
     expect_layers_match_cpu(load_model("cnn").net, ops());
 }
 
-// A 5x5 convolution the lane code takes by Winograd (several connections per output map) with
-// 36 input rows: its input gradient's columns span three register blocks (the first leaves out
+// 5x5 convolutions the lane code takes by Winograd (several connections per output map) with
+// 36 input rows: their input gradient's columns span three register blocks (the first leaves out
 // the column's leading zero rows, the last its trailing ones, the middle neither), where LeNet-5's
-// C3 fits one; an output 9 wide leaves a tile with three columns past the map.
+// C3 fits one. An output 9 wide takes F(4,5) (too narrow for two F(5,5) tiles) and leaves a tile
+// with three columns past the map; one 14 wide takes F(5,5) (27 products a kernel row, 32 by
+// F(4,5)) and leaves a tile with one column past the map (LeNet-5's C3, 10 wide, fits 2 exactly).
 TEST_P(SimdLevels, WinogradLayersOfManyRowsMatchCpu) {
     expect_layers_match_cpu(NetworkBuilder("tall maps", {2, 36, 13})
                                 .conv("tall", 4, 5, Activation::Tanh)
+                                .fully_connected("out", 10, Activation::None)
+                                .build(),
+                            ops());
+    expect_layers_match_cpu(NetworkBuilder("tall maps, 9 points", {2, 36, 18})
+                                .conv("tall, 9 points", 4, 5, Activation::Tanh)
                                 .fully_connected("out", 10, Activation::None)
                                 .build(),
                             ops());
