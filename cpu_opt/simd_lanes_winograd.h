@@ -17,6 +17,7 @@
 //
 // Include only through simd_lane_layers.h.
 #pragma once
+#include <cmath>
 #include <utility>
 
 #include "simd_lanes.h"
@@ -54,7 +55,7 @@ struct LaneWinograd : Tile {
     // scalars: one broadcast serves the group): the first N points a vector, any more one by one.
     static const float* kernel_rows(const LayerSpec& l, const float* params) {
         const int rows = l.connections() * K;
-        float* u = tls_wino_kernel.get(static_cast<size_t>(rows) * P + N);
+        float* u = tls_wino_kernel.get(static_cast<size_t>(rows) * P);
         const float* w = params + l.weight_offset;
         static_assert(P >= N, "a kernel row's first N points are one vector");
         for (int r = 0; r < rows; ++r) {
