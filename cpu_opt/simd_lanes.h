@@ -329,36 +329,51 @@ struct SimdLanes {
     struct Window {
         F a, b, c, d;
     };
-    static Window window(const LayerSpec& l, const float* in, int c, int y, int x) {
-        const float* p = in + static_cast<ptrdiff_t>((c * l.in.h + 2 * y) * l.in.w + 2 * x) * N;
-        const ptrdiff_t down = static_cast<ptrdiff_t>(l.in.w) * N;
+    // The window over columns 2x, 2x+1 of the row pair starting at `top` (`down` to the row below).
+    static Window window(const float* top, ptrdiff_t down, int x) {
+        const float* p = top + static_cast<ptrdiff_t>(2 * x) * N;
         return {V::load(p), V::load(p + N), V::load(p + down), V::load(p + down + N)};
-    }
-    static float* window_at(const LayerSpec& l, float* in, int c, int y, int x) {
-        return in + static_cast<ptrdiff_t>((c * l.in.h + 2 * y) * l.in.w + 2 * x) * N;
     }
     // The reference's sum, left to right.
     static F sum(const Window& w) { return V::add(V::add(V::add(w.a, w.b), w.c), w.d); }
 
-    static void window_forward(const LayerSpec& l, const float* params, const float* in, float* out) {
-        const int OH = l.out.h, OW = l.out.w;
-        for (int c = 0; c < l.out.c; ++c) {
-            const bool sub = l.kind == LayerKind::Subsample;
-            const F coef = V::set1(sub ? params[l.weight_offset + c] : 0.0f);
-            const F bias = V::set1(sub ? params[l.bias_offset + c] : 0.0f);
-            for (int y = 0; y < OH; ++y)
-                for (int x = 0; x < OW; ++x) {
-                    const Window w = window(l, in, c, y, x);
-                    F v;
-                    switch (l.kind) {
-                        case LayerKind::Subsample: v = V::fma(coef, sum(w), bias); break;
-                        case LayerKind::MaxPool: v = L::max4(w.a, w.b, w.c, w.d); break;
-                        default: v = V::mul(sum(w), V::set1(0.25f)); break;
-                    }
-                    V::store(out + static_cast<ptrdiff_t>((c * OH + y) * OW + x) * N, v);
-                }
-            L::activate(l, out + static_cast<ptrdiff_t>(c * OH * OW) * N, OH * OW * N);
+    // fn(std::integral_constant<LayerKind, k>) for a window layer's kind k: the kind a
+    // compile-time constant, so that the loops over the windows hold no switch (with it, and the
+    // window's address worked out from its indices, S2's backward ran 2.5 instructions for each one
+    // it needed).
+    template <class Fn>
+    static void with_window_kind(LayerKind kind, Fn&& fn) {
+        switch (kind) {
+            case LayerKind::Subsample: return fn(std::integral_constant<LayerKind, LayerKind::Subsample>{});
+            case LayerKind::MaxPool: return fn(std::integral_constant<LayerKind, LayerKind::MaxPool>{});
+            default: return fn(std::integral_constant<LayerKind, LayerKind::AvgPool>{});
         }
+    }
+
+    static void window_forward(const LayerSpec& l, const float* params, const float* in, float* out) {
+        with_window_kind(l.kind, [&](auto kind) {
+            constexpr LayerKind Kind = decltype(kind)::value;
+            const int OH = l.out.h, OW = l.out.w;  // locals: captured, they were read again after every store
+            const ptrdiff_t down = static_cast<ptrdiff_t>(l.in.w) * N;
+            for (int c = 0; c < l.out.c; ++c) {
+                const F coef = V::set1(Kind == LayerKind::Subsample ? params[l.weight_offset + c] : 0.25f);
+                const F bias = V::set1(Kind == LayerKind::Subsample ? params[l.bias_offset + c] : 0.0f);
+                float* map = out + static_cast<ptrdiff_t>(c * OH * OW) * N;
+                for (int y = 0; y < OH; ++y) {
+                    const float* top = in + static_cast<ptrdiff_t>(c * l.in.h + 2 * y) * down;
+                    float* dst = map + static_cast<ptrdiff_t>(y * OW) * N;
+                    for (int x = 0; x < OW; ++x) {
+                        const Window w = window(top, down, x);
+                        F v;
+                        if constexpr (Kind == LayerKind::Subsample) v = V::fma(coef, sum(w), bias);
+                        else if constexpr (Kind == LayerKind::MaxPool) v = L::max4(w.a, w.b, w.c, w.d);
+                        else v = V::mul(sum(w), coef);
+                        V::store(dst + x * N, v);
+                    }
+                }
+                L::activate(l, map, OH * OW * N);
+            }
+        });
     }
 
     // Folding (HostOps::backward_lanes): a layer's backward takes on the activation and bias
@@ -382,50 +397,60 @@ struct SimdLanes {
     };
     static bool window_backward(const LayerSpec& l, const float* params, const float* in, const float* out,
                                 float* dout, float* din, float* grads, const LayerSpec* below, bool folded) {
-        const int OH = l.out.h, OW = l.out.w;
-        const bool sub = l.kind == LayerKind::Subsample, fold = din && below && window_folds(*below);
+        const bool fold = din && below && window_folds(*below);
         if (!folded) pre_activation_grads(l.activation, dout, out, l.out.size());
-        with_activation(fold ? below->activation : Activation::None, [&](auto act) {
-            for (int c = 0; c < l.out.c; ++c) {
-                const F coef = V::set1(sub ? params[l.weight_offset + c] : 0.0f);
-                WindowSums even{V::zero(), V::zero(), V::zero()}, odd = even;
-                auto window_grads = [&](int y, int x, WindowSums& sums) {
-                        const F d = V::load(dout + static_cast<ptrdiff_t>((c * OH + y) * OW + x) * N);
-                        const Window w = window(l, in, c, y, x);
-                        F g[4];  // a b c d
-                        if (sub) {
-                            sums.coef = V::fma(d, sum(w), sums.coef);
-                            sums.bias = V::add(sums.bias, d);
-                            g[0] = g[1] = g[2] = g[3] = V::mul(d, coef);
-                        } else if (l.kind == LayerKind::MaxPool) {
-                            L::max4_grads(w.a, w.b, w.c, w.d, d, g);
-                        } else {
-                            g[0] = g[1] = g[2] = g[3] = V::mul(d, V::set1(0.25f));
+        with_window_kind(l.kind, [&](auto kind) {
+            with_activation(fold ? below->activation : Activation::None, [&, din, fold](auto act) {
+                // Locals (din and fold copied in): the loop read the captured ones again after every store.
+                constexpr LayerKind Kind = decltype(kind)::value;
+                constexpr bool Sub = Kind == LayerKind::Subsample;
+                const int OH = l.out.h, OW = l.out.w;
+                const ptrdiff_t down = static_cast<ptrdiff_t>(l.in.w) * N;
+                for (int c = 0; c < l.out.c; ++c) {
+                    const F coef = V::set1(Sub ? params[l.weight_offset + c] : 0.25f);
+                    WindowSums even{V::zero(), V::zero(), V::zero()}, odd = even;
+                    for (int y = 0; y < OH; ++y) {
+                        const ptrdiff_t row = static_cast<ptrdiff_t>(c * l.in.h + 2 * y) * down;
+                        const float* top = in + row;
+                        float* dtop = din + row;
+                        const float* drow = dout + static_cast<ptrdiff_t>((c * OH + y) * OW) * N;
+                        auto window_grads = [&](int x, WindowSums& sums) {
+                            const F d = V::load(drow + x * N);
+                            const Window w = window(top, down, x);
+                            F g[4];  // a b c d
+                            if constexpr (Kind == LayerKind::MaxPool) {
+                                L::max4_grads(w.a, w.b, w.c, w.d, d, g);
+                            } else {
+                                if constexpr (Sub) {
+                                    sums.coef = V::fma(d, sum(w), sums.coef);
+                                    sums.bias = V::add(sums.bias, d);
+                                }
+                                g[0] = g[1] = g[2] = g[3] = V::mul(d, coef);
+                            }
+                            if (!din) return;
+                            if (fold) {  // the window is the layer below's output
+                                const F o[4] = {w.a, w.b, w.c, w.d};
+                                LENET5_UNROLL for (int k = 0; k < 4; ++k) g[k] = L::activation_grad(decltype(act)::value, g[k], o[k]);
+                                sums.below = V::add(sums.below, V::add(V::add(g[0], g[1]), V::add(g[2], g[3])));
+                            }
+                            float* p = dtop + static_cast<ptrdiff_t>(2 * x) * N;
+                            V::store(p, g[0]);
+                            V::store(p + N, g[1]);
+                            V::store(p + down, g[2]);
+                            V::store(p + down + N, g[3]);
+                        };
+                        for (int x = 0; x < OW; x += 2) {
+                            window_grads(x, even);
+                            if (x + 1 < OW) window_grads(x + 1, odd);
                         }
-                        if (!din) return;
-                        if (fold) {  // the window is the layer below's output
-                            const F o[4] = {w.a, w.b, w.c, w.d};
-                            LENET5_UNROLL for (int k = 0; k < 4; ++k) g[k] = L::activation_grad(decltype(act)::value, g[k], o[k]);
-                            sums.below = V::add(sums.below, V::add(V::add(g[0], g[1]), V::add(g[2], g[3])));
-                        }
-                        float* p = window_at(l, din, c, y, x);
-                        const ptrdiff_t down = static_cast<ptrdiff_t>(l.in.w) * N;
-                        V::store(p, g[0]);
-                        V::store(p + N, g[1]);
-                        V::store(p + down, g[2]);
-                        V::store(p + down + N, g[3]);
-                };
-                for (int y = 0; y < OH; ++y)
-                    for (int x = 0; x < OW; x += 2) {
-                        window_grads(y, x, even);
-                        if (x + 1 < OW) window_grads(y, x + 1, odd);
                     }
-                if (sub) {
-                    grads[l.weight_offset + c] += V::sum(V::add(even.coef, odd.coef));
-                    if (!folded) grads[l.bias_offset + c] += V::sum(V::add(even.bias, odd.bias));
+                    if constexpr (Sub) {
+                        grads[l.weight_offset + c] += V::sum(V::add(even.coef, odd.coef));
+                        if (!folded) grads[l.bias_offset + c] += V::sum(V::add(even.bias, odd.bias));
+                    }
+                    if (fold) grads[below->bias_offset + c] += V::sum(V::add(even.below, odd.below));
                 }
-                if (fold) grads[below->bias_offset + c] += V::sum(V::add(even.below, odd.below));
-            }
+            });
         });
         return fold;
     }
