@@ -49,25 +49,21 @@ struct SimdLanes {
     // acc[r] += sum over kx of w[kx] * row[(col0 + r + kx)*N] for r < R: one kernel row over R
     // output columns, each input vector loaded once for the K outputs it feeds. With Clip, only
     // the columns col0 + t in [0, width) are read (the rest count as zeros); the inputs t outside
-    // [From, To) are known zeros and left out at compile time. The K weights are vectors in
-    // registers (const F*), or in memory (const float*, each broadcast beforehand), then an fma's
-    // memory operand each: for blocks of up to kTallCols outputs, too many accumulators to keep
-    // the weights beside them. C3's 14-row input-gradient columns in two kCols blocks of 7, their
-    // edge rows left out, waited on fma latency (an accumulator's 5 dependent fmas, 20 cycles, for
-    // 25 fmas, 12.5 cycles of the two pipes); one tall block is bound by the loads instead (C3's
-    // backward 60 -> 56 us).
+    // [From, To) are known zeros and left out at compile time. Blocks of kCols<K> keep the
+    // accumulators, the K weights and an input in registers. Blocks of up to kTallCols leave GCC
+    // to spill some: C3's 14-row input-gradient columns in two kCols blocks of 7, their edge rows
+    // left out, waited on fma latency (an accumulator's 5 dependent fmas, 20 cycles, for 25 fmas,
+    // 12.5 cycles of the two pipes); in one tall block they do not (C3's backward 60 -> 56 us).
     static constexpr int kTallCols = V::kRegs - 1 < 16 ? V::kRegs - 1 : 16;
-    static F tap(const F* w, int kx) { return w[kx]; }
-    static F tap(const float* w, int kx) { return V::load(w + kx * N); }
-    template <int K, int R, bool Clip, int From = 0, int To = R + K - 1, class Taps>
-    static void row_taps(F* acc, Taps w, const float* row, int col0, int width) {
+    template <int K, int R, bool Clip, int From = 0, int To = R + K - 1>
+    static void row_taps(F* acc, const F* w, const float* row, int col0, int width) {
         // Unclipped, column col0 + t is at base + t*N: one base register, constant offsets.
         const float* base = Clip ? row : row + static_cast<ptrdiff_t>(col0) * N;
         LENET5_UNROLL for (int t = From; t < To; ++t) {
             if (Clip && (col0 + t < 0 || col0 + t >= width)) continue;
             const F v = V::load(Clip ? row + static_cast<ptrdiff_t>(col0 + t) * N : base + t * N);
             LENET5_UNROLL for (int kx = 0; kx < K; ++kx)
-                if (t - kx >= 0 && t - kx < R) acc[t - kx] = V::fma(tap(w, kx), v, acc[t - kx]);
+                if (t - kx >= 0 && t - kx < R) acc[t - kx] = V::fma(w[kx], v, acc[t - kx]);
         }
     }
 

@@ -26,7 +26,7 @@
 namespace lenet5 {
 namespace {
 
-thread_local Scratch<float> tls_wino_kernel, tls_wino_in, tls_wino_dy, tls_wino_sums, tls_wino_rows, tls_wino_taps;
+thread_local Scratch<float> tls_wino_kernel, tls_wino_in, tls_wino_dy, tls_wino_sums, tls_wino_rows;
 
 // Tile: WinogradF45<V> or WinogradF55<V>.
 template <class V, class Tile>
@@ -69,18 +69,6 @@ struct LaneWinograd : Tile {
             }
         }
         return u;
-    }
-
-    // The input gradient's transformed taps as broadcast vectors, [p][j][K], each kernel row
-    // reversed: row_taps' weights in memory.
-    static const float* reversed_tap_vectors(const LayerSpec& l, const float* u) {
-        const int J = l.connections();
-        float* wb = tls_wino_taps.get(static_cast<size_t>(P * J * K) * N);
-        for (int p = 0; p < P; ++p)
-            for (int j = 0; j < J; ++j)
-                LENET5_UNROLL for (int kx = 0; kx < K; ++kx)
-                    V::store(wb + static_cast<ptrdiff_t>((p * J + j) * K + kx) * N, V::set1(u[(j * K + K - 1 - kx) * P + p]));
-        return wb;
     }
 
     // B^T over each tile of each (padded) input row: [c][p][t][y], columns past the input zero.
@@ -206,10 +194,9 @@ struct LaneWinograd : Tile {
     // With `below`, its activation and bias gradients are folded into din (its output is `in`).
     static void input_grads(const LayerSpec& l, const typename L::Feeds& f, const float* u, const float* g,
                             float* din, const LayerSpec* below, const float* in, float* grads) {
-        const int T = tiles(l), GH = gradient_rows(l), IH = l.in.h, W = T * M + K - 1, J = l.connections();
+        const int T = tiles(l), GH = gradient_rows(l), IH = l.in.h, W = T * M + K - 1;
         float* rows = tls_wino_rows.get(static_cast<size_t>(l.in.c * IH * W) * N);
         float* sums = tls_wino_sums.get(static_cast<size_t>(l.in.c * P * IH) * N);
-        const float* wb = reversed_tap_vectors(l, u);
         L::zero(rows, l.in.c * IH * W * N);
         for (int t = 0; t < T; ++t) {
             for (int p = 0; p < P; ++p)
@@ -226,8 +213,9 @@ struct LaneWinograd : Tile {
                                 // the block (with them, C3's input gradient took 70 products a column for 50).
                                 constexpr int From = decltype(first)::value ? K - 1 : 0;
                                 constexpr int To = decltype(last)::value ? R : R + K - 1;
-                                Lanes::template row_taps<K, R, false, From, To>(
-                                    acc, wb + static_cast<ptrdiff_t>((p * J + j) * K) * N, col, 0, GH);
+                                F w[K];  // the kernel row reversed
+                                LENET5_UNROLL for (int kx = 0; kx < K; ++kx) w[kx] = V::set1(u[(j * K + K - 1 - kx) * P + p]);
+                                Lanes::template row_taps<K, R, false, From, To>(acc, w, col, 0, GH);
                             }
                             float* dst = sums + static_cast<ptrdiff_t>((i * P + p) * IH + y0) * N;
                             LENET5_UNROLL for (int r = 0; r < R; ++r) V::store(dst + r * N, acc[r]);
