@@ -190,7 +190,7 @@ struct LaneWinograd : Tile {
     }
 
     // dd = B [sum over the connections from i and the kernel rows of U * (A dy)], tile by tile,
-    // the tiles' 8 columns overlapping by 4: rows [i][y][4T + 4] in scratch, then the IW columns.
+    // the tiles' P columns overlapping by K-1: rows [i][y][T*M + K-1] in scratch, then the IW columns.
     // With `below`, its activation and bias gradients are folded into din (its output is `in`).
     static void input_grads(const LayerSpec& l, const typename L::Feeds& f, const float* u, const float* g,
                             float* din, const LayerSpec* below, const float* in, float* grads) {
