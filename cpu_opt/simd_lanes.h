@@ -87,7 +87,7 @@ struct SimdLanes {
     // d[k] = the gradient before the activation from d[k] (after it) and out[k], k < n vectors;
     // returns their sum.
     static F pre_activation_grads(Activation a, float* d, const float* out, int n) {
-        return with_activation(a, [&](auto act) {
+        return with_activation(a, [d, out, n](auto act) {  // by value: by reference, read again after each store
             F sum = V::zero();
             for (ptrdiff_t k = 0; k < static_cast<ptrdiff_t>(n) * N; k += N) {
                 const F dv = L::activation_grad(decltype(act)::value, V::load(d + k), V::load(out + k));
