@@ -527,8 +527,9 @@ void HostEngine::update(float lr, float momentum, float weight_decay) {
     }
     materialize(velocity_outer_, velocity_buf_, velocity_);
     const size_t n = params_.size();
-    // In parts of whole cache lines (16 floats), so no two threads write one line.
-    const int T = n >= kSplitUpdate ? threads_ : 1;
+    // On the threads that ran the step (a step of one sample ran on one: a region would be the
+    // step's only one), in parts of whole cache lines (16 floats), so no two threads write one line.
+    const int T = n >= kSplitUpdate ? std::max(1, parts(count_)) : 1;
     run_parts(T, [&](const int id, const int nth) {
     for (int part = id; part < T; part += nth) {
         const size_t begin = n * static_cast<size_t>(part) / static_cast<size_t>(T) / 16 * 16;
