@@ -349,7 +349,7 @@ struct SimdLanes {
     static void window_forward(const LayerSpec& l, const float* params, const float* in, float* out) {
         with_window_kind(l.kind, [&](auto kind) {
             constexpr LayerKind Kind = decltype(kind)::value;
-            const int OH = l.out.h, OW = l.out.w;  // locals: captured, they were read again after every store
+            const int OH = l.out.h, OW = l.out.w;
             const ptrdiff_t down = static_cast<ptrdiff_t>(l.in.w) * N;
             for (int c = 0; c < l.out.c; ++c) {
                 const F coef = V::set1(Kind == LayerKind::Subsample ? params[l.weight_offset + c] : 0.25f);
