@@ -396,51 +396,14 @@ struct SimdLanes {
         const bool fold = din && below && window_folds(*below);
         if (!folded) pre_activation_grads(l.activation, dout, out, l.out.size());
         with_window_kind(l.kind, [&](auto kind) {
-            with_activation(fold ? below->activation : Activation::None, [&, din, fold](auto act) {
-                // Locals (din and fold copied in): the loop read the captured ones again after every store.
+            with_activation(fold ? below->activation : Activation::None, [&](auto act) {
                 constexpr LayerKind Kind = decltype(kind)::value;
-                constexpr bool Sub = Kind == LayerKind::Subsample;
-                const int OH = l.out.h, OW = l.out.w;
-                const ptrdiff_t down = static_cast<ptrdiff_t>(l.in.w) * N;
                 for (int c = 0; c < l.out.c; ++c) {
-                    const F coef = V::set1(Sub ? params[l.weight_offset + c] : 0.25f);
+                    const bool sub = Kind == LayerKind::Subsample;
                     WindowSums even{V::zero(), V::zero(), V::zero()}, odd = even;
-                    for (int y = 0; y < OH; ++y) {
-                        const ptrdiff_t row = static_cast<ptrdiff_t>(c * l.in.h + 2 * y) * down;
-                        const float* top = in + row;
-                        float* dtop = din + row;
-                        const float* drow = dout + static_cast<ptrdiff_t>((c * OH + y) * OW) * N;
-                        auto window_grads = [&](int x, WindowSums& sums) {
-                            const F d = V::load(drow + x * N);
-                            const Window w = window(top, down, x);
-                            F g[4];  // a b c d
-                            if constexpr (Kind == LayerKind::MaxPool) {
-                                L::max4_grads(w.a, w.b, w.c, w.d, d, g);
-                            } else {
-                                if constexpr (Sub) {
-                                    sums.coef = V::fma(d, sum(w), sums.coef);
-                                    sums.bias = V::add(sums.bias, d);
-                                }
-                                g[0] = g[1] = g[2] = g[3] = V::mul(d, coef);
-                            }
-                            if (!din) return;
-                            if (fold) {  // the window is the layer below's output
-                                const F o[4] = {w.a, w.b, w.c, w.d};
-                                LENET5_UNROLL for (int k = 0; k < 4; ++k) g[k] = L::activation_grad(decltype(act)::value, g[k], o[k]);
-                                sums.below = V::add(sums.below, V::add(V::add(g[0], g[1]), V::add(g[2], g[3])));
-                            }
-                            float* p = dtop + static_cast<ptrdiff_t>(2 * x) * N;
-                            V::store(p, g[0]);
-                            V::store(p + N, g[1]);
-                            V::store(p + down, g[2]);
-                            V::store(p + down + N, g[3]);
-                        };
-                        for (int x = 0; x < OW; x += 2) {
-                            window_grads(x, even);
-                            if (x + 1 < OW) window_grads(x + 1, odd);
-                        }
-                    }
-                    if constexpr (Sub) {
+                    map_window_grads<Kind, decltype(act)::value>(l, c, sub ? params[l.weight_offset + c] : 0.25f, in,
+                                                                  dout, din, fold, even, odd);
+                    if (sub) {
                         grads[l.weight_offset + c] += V::sum(V::add(even.coef, odd.coef));
                         if (!folded) grads[l.bias_offset + c] += V::sum(V::add(even.bias, odd.bias));
                     }
@@ -449,6 +412,52 @@ struct SimdLanes {
             });
         });
         return fold;
+    }
+
+    // Map c's windows: their gradients into din (unless it is null; with `fold`, through the layer
+    // below's activation A), their sums into even and odd. A function of its own, its arguments by
+    // value: in the lambdas that pick Kind and A, din and fold were captures, read again after
+    // every vector store (the intrinsics' stores may alias anything).
+    template <LayerKind Kind, Activation A>
+    static void map_window_grads(const LayerSpec& l, int c, float coefficient, const float* in, const float* dout,
+                                 float* din, bool fold, WindowSums& even, WindowSums& odd) {
+        const int OH = l.out.h, OW = l.out.w;
+        const ptrdiff_t down = static_cast<ptrdiff_t>(l.in.w) * N;
+        const F coef = V::set1(coefficient);
+        for (int y = 0; y < OH; ++y) {
+            const ptrdiff_t row = static_cast<ptrdiff_t>(c * l.in.h + 2 * y) * down;
+            const float* top = in + row;
+            const float* drow = dout + static_cast<ptrdiff_t>((c * OH + y) * OW) * N;
+            auto window_grads = [&](int x, WindowSums& sums) {
+                const F d = V::load(drow + x * N);
+                const Window w = window(top, down, x);
+                F g[4];  // a b c d
+                if constexpr (Kind == LayerKind::MaxPool) {
+                    L::max4_grads(w.a, w.b, w.c, w.d, d, g);
+                } else {
+                    if constexpr (Kind == LayerKind::Subsample) {
+                        sums.coef = V::fma(d, sum(w), sums.coef);
+                        sums.bias = V::add(sums.bias, d);
+                    }
+                    g[0] = g[1] = g[2] = g[3] = V::mul(d, coef);
+                }
+                if (!din) return;
+                if (fold) {  // the window is the layer below's output
+                    const F o[4] = {w.a, w.b, w.c, w.d};
+                    LENET5_UNROLL for (int k = 0; k < 4; ++k) g[k] = L::activation_grad(A, g[k], o[k]);
+                    sums.below = V::add(sums.below, V::add(V::add(g[0], g[1]), V::add(g[2], g[3])));
+                }
+                float* p = din + row + static_cast<ptrdiff_t>(2 * x) * N;
+                V::store(p, g[0]);
+                V::store(p + N, g[1]);
+                V::store(p + down, g[2]);
+                V::store(p + down + N, g[3]);
+            };
+            for (int x = 0; x < OW; x += 2) {
+                window_grads(x, even);
+                if (x + 1 < OW) window_grads(x + 1, odd);
+            }
+        }
     }
 
     // ---- the HostOps entries -------------------------------------------------------
