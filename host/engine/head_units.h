@@ -27,7 +27,7 @@ public:
         units_.clear();
         part_begin_.assign(1, 0);
         for (int part = 0; part < parts; ++part) {
-            groups.each(first(part), first(part + 1),
+            groups.each(first(part), first(part + 1), part + 1 == parts ? first(part + 1) + groups.lanes : first(part + 1),
                         [&](int s0, int n, bool grouped) { units_.push_back({part, s0, n, grouped}); });
             part_begin_.push_back(static_cast<int>(units_.size()));
         }

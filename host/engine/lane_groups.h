@@ -20,12 +20,15 @@ struct LaneGroups {
     int min_lanes() const { return lanes / 2 + 1; }
 
     // Calls fn(first, n, grouped) over [begin, end): n samples from `first`, grouped or one by one.
+    // A group takes the place of `lanes` samples, so it is formed only where that place ends by
+    // `room`: a part's end, where the next part's samples start (a part that is not a whole number
+    // of groups, in a batch of less than a group a thread), or past the batch's last sample.
     template <class Fn>
-    void each(int begin, int end, Fn&& fn) const {
+    void each(int begin, int end, int room, Fn&& fn) const {
         if (lanes == 0) return fn(begin, end - begin, false);
         for (int s = begin; s < end; s += lanes) {
             const int n = std::min(lanes, end - s);
-            fn(s, n, n >= min_lanes());
+            fn(s, n, n >= min_lanes() && s + lanes <= room);
         }
     }
 
