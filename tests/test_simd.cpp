@@ -212,7 +212,7 @@ TEST_P(SimdLevels, OmpMatchesCpuForOneTwoAndThreeThreads) {
     const Network net = lenet5_network();
     for (int threads : {1, 2, 3})
         // 12 on 2 threads and 17 on 3: parts that are not whole groups (each part's last group once
-        // reached into the next part's samples); from 16 samples on, C5 is split by rows.
+        // reached into the next part's samples).
         for (int batch : {1, 7, 12, 17, 64}) {
             SCOPED_TRACE(std::to_string(threads) + " threads");
             HostEngine omp(net, "omp", ops(), threads);

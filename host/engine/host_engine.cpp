@@ -53,15 +53,14 @@ HostEngine::HostEngine(Network net, std::string variant, const HostOps& ops, int
     scratch_.assign(static_cast<size_t>(threads_), AlignedVector<float>(per_part));
     for (size_t k = 0; k < net_.layers.size(); ++k) {
         const LayerSpec& l = net_.layers[k];
-        // weights, then biases; sum_parts and backward() pass over a layer split in the step
-        if (!split_rows(k, 1) && l.weight_count + l.bias_count > 0)
-            summed_.push_back({k, l.weight_offset, l.bias_offset + l.bias_count});
+        if (!split_rows(k) && l.weight_count + l.bias_count > 0)
+            summed_.push_back({k, l.weight_offset, l.bias_offset + l.bias_count});  // weights, then biases
     }
     outer_layer_.assign(net_.layers.size(), 0);
     for (auto& b : outer_) b.resize(net_.layers.size());
     for (size_t k = tail_; k < net_.layers.size(); ++k) {
         const LayerSpec& l = net_.layers[k];
-        if (!ops_.outer_grads || !ops_.sgd_outer || split_rows(k, 1) || l.weight_count == 0) continue;
+        if (!ops_.outer_grads || !ops_.sgd_outer || split_rows(k) || l.weight_count == 0) continue;
         outer_layer_[k] = 1;
         for (auto& b : outer_) {
             b[k].x.resize(static_cast<size_t>(l.in.size()));
@@ -76,7 +75,7 @@ HostEngine::HostEngine(Network net, std::string variant, const HostOps& ops, int
     // Row blocks of multiples of 4 (the SIMD register blocks); part 0 always has rows.
     for (size_t k = tail_; k < net_.layers.size(); ++k) {
         const LayerSpec& l = net_.layers[k];
-        if (!may_split(k)) {
+        if (!split_rows(k)) {
             slices_.resize(slices_.size() + static_cast<size_t>(threads_));  // no rows: not split
             continue;
         }
@@ -267,7 +266,7 @@ void HostEngine::forward(Split split, int first, int count) {
         for (size_t k = tail_; k < L; ++k) {
             const LayerSpec& l = net_.layers[k];
             const size_t I = static_cast<size_t>(l.in.size()), O = static_cast<size_t>(l.out.size());
-            if (!split_rows(k, count)) {  // the part's samples (computed by this thread)
+            if (!split_rows(k)) {  // the part's samples (computed by this thread)
                 for (int part = id; part < T; part += nth) {
                     const int b = part_first(count, part, T), e = part_first(count, part + 1, T);
                     if (e > b)
@@ -307,7 +306,7 @@ void HostEngine::forward(Split split, int first, int count) {
 
 int HostEngine::parts(int count) const {
     for (size_t k = tail_; k < net_.layers.size(); ++k)
-        if (split_rows(k, count)) return threads_;
+        if (split_rows(k)) return threads_;
     return std::min(threads_, count);
 }
 
@@ -346,7 +345,6 @@ void HostEngine::sum_parts(int id, int nth, int T) {
         return std::clamp((begin + (end - begin) * static_cast<size_t>(p) / static_cast<size_t>(nth)) / 16 * 16, begin, end);
     };
     for (const auto& r : summed_) {
-        if (split_rows(r.layer, count_)) continue;  // its rows' gradients were written in grads_
         const size_t lo = cut(r.begin, r.end, id), hi = cut(r.begin, r.end, id + 1);
         for (int part = 0; part < T; ++part) {
             float* g = part > 0 ? part_grads_[static_cast<size_t>(part - 1)].data() : grads_.data();
@@ -383,11 +381,8 @@ void HostEngine::backward() {
     run_parts(T, [&](const int id, const int nth) {
         for (int part = id; part < T; part += nth) {
             const bool writes_tail = set_tail && part_first(count_, part + 1, T) > part_first(count_, part, T);
-            // Not zeroed: a head layer's sum with several parts (written from its units'), a layer split
-            // by rows (written by its rows' parts).
-            for (const auto& r : summed_)
-                if (!(outer && outer_layer_[r.layer]) && !(writes_tail && r.layer >= tail_) && !(T > 1 && r.layer < tail_) &&
-                    !split_rows(r.layer, count_))
+            for (const auto& r : summed_)  // several parts: a head layer's sum is written from its units'
+                if (!(outer && outer_layer_[r.layer]) && !(writes_tail && r.layer >= tail_) && !(T > 1 && r.layer < tail_))
                     std::fill(grads_of(part) + r.begin, grads_of(part) + r.end, 0.0f);
         }
         // d: [count][dsize], dLoss/d(the output of layer k), from the logits' down the tail.
@@ -397,7 +392,7 @@ void HostEngine::backward() {
             const LayerSpec& l = net_.layers[k];
             const size_t I = static_cast<size_t>(l.in.size()), O = static_cast<size_t>(l.out.size());
             float* din = k > 0 ? dtail_[k - tail_].data() : nullptr;
-            if (!split_rows(k, count_)) {  // the part's samples; backward_batch overwrites its output gradient, so a copy
+            if (!split_rows(k)) {  // the part's samples; backward_batch overwrites its output gradient, so a copy
                 for (int part = id; part < T; part += nth) {
                     const int b = part_first(count_, part, T), e = part_first(count_, part + 1, T);
                     if (e == b) continue;

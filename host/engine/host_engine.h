@@ -32,7 +32,7 @@ public:
     // (HostOps::batched) over the whole slice at once. The head's groups (units) go to whichever
     // thread is free, its own part's first: each unit's head gradients have a buffer of their
     // own, summed in unit order into its part's, so who ran it does not change a bit.
-    // A tail layer with a large matrix (see kSplitWeights) is instead split by rows: part p
+    // A tail layer with a large matrix (kSplitWeights) is instead split by rows: part p
     // runs a block of its rows over the whole batch and writes those rows' gradients into
     // the shared buffer (one copy of a large gradient, not one per thread); the parts'
     // shares of its input gradient are summed in part order. So a run is deterministic
@@ -112,14 +112,10 @@ private:
         LayerSpec spec;
         int o0 = 0, rows = 0;
     };
-    // A tail layer is split by rows from kSplitWeights weights on (24 MB for 6.4 M, the CNN's F1):
-    // per-thread copies of such a gradient cost more memory traffic than the threads win, and its
-    // work per sample dwarfs a barrier. From kSplitBatchWeights on, it is split in a batch of at
-    // least kSplitBatch samples: LeNet-5's C5 (48k) at batch 64 on `omp`, 899 -> 876 ms an epoch
-    // (each thread reads half of W and writes half of its gradient, which the parts' sum then
-    // skips). A step of one sample (the MLP's 157k) stays on one thread.
-    static constexpr size_t kSplitWeights = size_t{1} << 20, kSplitBatchWeights = size_t{1} << 15;
-    static constexpr int kSplitBatch = 16;
+    // A tail layer is split by rows from this many weights on (24 MB for 6.4 M, the CNN's F1;
+    // LeNet-5's and the MLP's are below): per-thread copies of such a gradient cost more
+    // memory traffic than the threads win, and its work per sample dwarfs a barrier.
+    static constexpr size_t kSplitWeights = size_t{1} << 20;
     // update() runs on the threads from this many parameters on: below, a parallel region costs
     // more than the threads win. LeNet-5's 61,706 on `omp`: 24 -> 14 ms an epoch (one thread read
     // the half of the gradients the other had summed from that core's cache, and did all the work).
@@ -127,11 +123,7 @@ private:
     // Samples of the head's backward between two calls of the exchange's progress (the CNN's C1:
     // about 1 ms of work, against MPI steps of a few ms).
     static constexpr int kProgressEvery = 4;
-    // Whether tail layer k is split by rows in a batch of `count`; may_split(k): in some batch.
-    bool split_rows(size_t k, int count) const {
-        return may_split(k) && (net_.layers[k].weight_count >= kSplitWeights || count >= kSplitBatch);
-    }
-    bool may_split(size_t k) const { return k >= tail_ && net_.layers[k].weight_count >= kSplitBatchWeights && threads_ > 1; }
+    bool split_rows(size_t k) const { return k >= tail_ && net_.layers[k].weight_count >= kSplitWeights && threads_ > 1; }
     int parts(int count) const;
     const Slice& slice(size_t k, int part) const { return slices_[(k - tail_) * static_cast<size_t>(threads_) + static_cast<size_t>(part)]; }
     float* part_out(size_t k, int part) { return part_out_[(k - tail_) * static_cast<size_t>(threads_) + static_cast<size_t>(part)].data(); }
