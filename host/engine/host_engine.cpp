@@ -192,8 +192,8 @@ void HostEngine::reserve(int count) {
 
 int HostEngine::part_first(int count, int part, int T) const {
     const int L = groups_.lanes;
-    // Fewer than a full group a thread: every thread its share (each of them one at a time, or a
-    // group of fewer lanes), not fewer threads with whole groups.
+    // Fewer than a full group a thread: every thread its share (one at a time; the last part's may
+    // be a group of fewer lanes, LaneGroups::each), not fewer threads with whole groups.
     if (L == 0 || part == T || count < L * T) return part_begin(count, part, T);
     return std::min(count, (part_begin(count, part, T) + L / 2) / L * L);
 }
