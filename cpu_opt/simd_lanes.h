@@ -398,12 +398,12 @@ struct SimdLanes {
         with_window_kind(l.kind, [&](auto kind) {
             with_activation(fold ? below->activation : Activation::None, [&](auto act) {
                 constexpr LayerKind Kind = decltype(kind)::value;
+                constexpr bool Sub = Kind == LayerKind::Subsample;
                 for (int c = 0; c < l.out.c; ++c) {
-                    const bool sub = Kind == LayerKind::Subsample;
                     WindowSums even{V::zero(), V::zero(), V::zero()}, odd = even;
-                    map_window_grads<Kind, decltype(act)::value>(l, c, sub ? params[l.weight_offset + c] : 0.25f, in,
+                    map_window_grads<Kind, decltype(act)::value>(l, c, Sub ? params[l.weight_offset + c] : 0.25f, in,
                                                                   dout, din, fold, even, odd);
-                    if (sub) {
+                    if constexpr (Sub) {
                         grads[l.weight_offset + c] += V::sum(V::add(even.coef, odd.coef));
                         if (!folded) grads[l.bias_offset + c] += V::sum(V::add(even.bias, odd.bias));
                     }

@@ -27,7 +27,9 @@ public:
         units_.clear();
         part_begin_.assign(1, 0);
         for (int part = 0; part < parts; ++part) {
-            groups.each(first(part), first(part + 1), part + 1 == parts ? first(part + 1) + groups.lanes : first(part + 1),
+            // A group's place ends by the next part's first sample; the buffers hold a group past the last.
+            const int room = first(part + 1) + (part + 1 == parts ? groups.lanes : 0);
+            groups.each(first(part), first(part + 1), room,
                         [&](int s0, int n, bool grouped) { units_.push_back({part, s0, n, grouped}); });
             part_begin_.push_back(static_cast<int>(units_.size()));
         }
