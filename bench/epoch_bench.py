@@ -75,6 +75,8 @@ def run_ours(binary, variant, device, kernels, args):
         if args.batch is not None:
             cmd += ["--batch", str(args.batch)]
         cmd += ["--seed", "1", "--json", report]
+        if variant == "omp":  # the peer's thread count (the other variants run on one thread or a device)
+            cmd += ["--threads", str(args.threads)]
         if device is not None:
             cmd += ["--device", str(device)]
         if kernels:
@@ -178,7 +180,8 @@ def main():
                     help="lenet5, mlp, cnn or a model file, passed to lenet5 train (default lenet5)")
     ap.add_argument("--batch", type=int, default=None, help="default: the model's own batch")
     ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--threads", type=int, default=os.cpu_count(),
+                    help="threads of omp and of the CPU peer (default: all cores)")
     ap.add_argument("--variants", default="", help="comma-separated; default: all this build has")
     ap.add_argument("--devices", default="", help="OpenCL device indices; default: all")
     ap.add_argument("--peer", choices=("cpu", "cuda", "none"), default="cpu")
