@@ -236,6 +236,25 @@ TEST_P(SimdLevels, OmpIsBitIdenticalForTheSameThreadCount) {
             }
 }
 
+// More threads than lane groups: a whole group a part, on as many threads as there are groups,
+// not every thread a few samples one at a time. So 12 threads train batch 64 bit for bit as 8 do.
+TEST_P(SimdLevels, OmpRunsAWholeLaneGroupAThreadWhenThreadsOutnumberGroups) {
+    const int lanes = ops().lanes;
+    if (lanes == 0) GTEST_SKIP() << "no lane groups at this level";
+    const Network net = lenet5_network();
+    const Dataset data = random_dataset(150, 4);
+    const int batch = 8 * lanes;
+    auto run = [&](int threads) {
+        HostEngine omp(net, "omp", ops(), threads);
+        return test::record_step(omp, net, data, batch, 1);
+    };
+    const test::StepRecord eight = run(8), twelve = run(12);
+    EXPECT_EQ(eight.gradients, twelve.gradients);  // bit for bit
+    EXPECT_EQ(eight.params_after, twelve.params_after);
+    HostEngine omp(net, "omp", ops(), 12);
+    test::expect_matches_cpu(omp, batch);
+}
+
 // The built-in models beside LeNet-5: the seeds' MLP (sigmoid, squared error, fully
 // connected only) and CNN (padded conv, ReLU, max pooling, a 6272x1024 layer), through
 // the engine at batches that leave remainders after the thread split.

@@ -192,8 +192,8 @@ void HostEngine::reserve(int count) {
 
 int HostEngine::part_first(int count, int part, int T) const {
     const int L = groups_.lanes;
-    // Fewer than a full group a thread: every thread its share (one at a time; the last part's may
-    // be a group of fewer lanes, LaneGroups::each), not fewer threads with whole groups.
+    // Fewer than a full group a part (parts() gives so many only below four groups): every part its
+    // share, one at a time (the last part's may be a group of fewer lanes, LaneGroups::each).
     if (L == 0 || part == T || count < L * T) return part_begin(count, part, T);
     return std::min(count, (part_begin(count, part, T) + L / 2) / L * L);
 }
@@ -307,6 +307,13 @@ void HostEngine::forward(Split split, int first, int count) {
 int HostEngine::parts(int count) const {
     for (size_t k = tail_; k < net_.layers.size(); ++k)
         if (split_rows(k)) return threads_;
+    // Fewer than a lane group a thread, but four groups or more: a whole group a part, on fewer
+    // threads. LeNet-5 on a 16-core Xeon (bench/RESULTS.md), one epoch at batch 64: on 16 threads
+    // 474 -> 372 ms, on 12 547 -> 431 (8 run 394-415 either way); at batch 32 on 16, 646 -> 586.
+    // At batch 16 on 16, two groups on two threads took 1,120 ms against 994 one sample a thread.
+    // Each part costs a copy of the tail's gradients, written and summed, and a thread at the barriers.
+    const int L = groups_.lanes;
+    if (L > 0 && count < L * threads_ && count >= 4 * L) return count / L;
     return std::min(threads_, count);
 }
 

@@ -101,7 +101,7 @@ private:
     void sum_parts(int id, int nth, int T);
     // Part `part` of the current batch of `count` cut into T: [part_first(count, part, T),
     // part_first(count, part + 1, T)), at multiples of the lane groups' width when there are groups
-    // and a full group for each thread.
+    // and a full group for each part.
     int part_first(int count, int part, int T) const;
     template <class Body>
     void run_parts(int T, Body&& body);
@@ -124,6 +124,7 @@ private:
     // about 1 ms of work, against MPI steps of a few ms).
     static constexpr int kProgressEvery = 4;
     bool split_rows(size_t k) const { return k >= tail_ && net_.layers[k].weight_count >= kSplitWeights && threads_ > 1; }
+    // How many parts (threads) a batch of `count` runs on.
     int parts(int count) const;
     const Slice& slice(size_t k, int part) const { return slices_[(k - tail_) * static_cast<size_t>(threads_) + static_cast<size_t>(part)]; }
     float* part_out(size_t k, int part) { return part_out_[(k - tail_) * static_cast<size_t>(threads_) + static_cast<size_t>(part)].data(); }
