@@ -67,15 +67,19 @@ TEST(Training, PhaseTimesAreRealSharesOfTheEpoch) {
         for (const std::string& variant : built_variants()) {
             const bool mlp = model == "mlp";
             // The MLP: 1100 steps, 2 probes an epoch (steps 0 and 1024).
-            TrainOptions o = test::quick_options(variant, dir, mlp ? 1100 : 384, 100, mlp ? 1 : 64, 2);
+            TrainOptions o = test::quick_options(variant, dir, mlp ? 1100 : 384, 100, mlp ? 1 : 64, 4);
             o.model = model;
-            // The second epoch: PoCL compiles a kernel at its first launch, inside the first. Up to
-            // three tries: on a machine busier than its cores, a preempted step among those timed
-            // for the others (one in 16 at one sample a step on OpenCL) or PoCL's threads waiting
-            // between commands (wall time in no phase) can move one epoch's sum by more than 10%.
+            // Any epoch after the first (PoCL compiles a kernel at its first launch, inside the
+            // first), in up to three runs: on a machine busier than its cores, a preempted step
+            // among those timed for the others (one in 16 at one sample a step on OpenCL; at batch
+            // 64 one in 8, the only one of an epoch here) or PoCL's threads waiting between commands
+            // (wall time in no phase) can move one epoch's sum by more than 10%.
             std::string problems;
-            for (int attempt = 0; attempt < 3; ++attempt)
-                if ((problems = phase_share_problems(train(o).epochs.back())).empty()) break;
+            for (int attempt = 0; attempt < 3 && (attempt == 0 || !problems.empty()); ++attempt) {
+                const TrainResult r = train(o);
+                for (size_t e = 1; e < r.epochs.size(); ++e)
+                    if ((problems = phase_share_problems(r.epochs[e])).empty()) break;
+            }
             EXPECT_EQ(problems, "") << model << " on " << variant;
         }
 }
