@@ -20,6 +20,8 @@ for t in ${THREADS:-1 2 4 8 16}; do
 import json, sys
 rows = {r["name"]: r for r in json.load(open(sys.argv[1]))}
 ours, peer = rows.get("omp"), rows.get("pytorch cpu")
+if ours is None:
+    sys.exit("omp_threads.sh: error: no omp row in %s (see epochs.md there)" % sys.argv[1])
 line = "threads %3s: omp %9.1f ms (%.2f%%)" % (sys.argv[2], ours["wall_ms"], 100 * ours["test_accuracy"])
 if peer:
     line += ", PyTorch %9.1f ms (%.2f%%), %.1fx" % (peer["wall_ms"], 100 * peer["test_accuracy"],
