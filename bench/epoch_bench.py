@@ -19,8 +19,12 @@ DIR's (`lenet5 train --kernels DIR`: an edited copy from `lenet5 kernels --dump`
 so that a kernel change is timed beside the original in one table.
 
 Per run, the times are the median over its epochs; with --repeats R the
-median over R runs. Ratios are against the fastest variant of ours (wall ms).
-A peer that is not installed is skipped with a note, never faked.
+median over R runs. The R runs go in rounds: each round runs every variant once
+and then the peer once, so that a busy minute on a shared machine slows all of
+them alike rather than whichever ran then. Ratios are against the fastest
+variant of ours (wall ms); with a peer, a note gives the peer's wall over ours
+round by round (median, lowest, highest). A peer that is not installed is
+skipped with a note, never faked.
 """
 
 import argparse
@@ -92,6 +96,11 @@ def run_ours(binary, variant, device, kernels, args):
             return json.load(f), None
 
 
+def run_name(variant, device, kernels):
+    name = variant if device is None else "%s #%d" % (variant, device)
+    return name + (" (kernels %s)" % kernels if kernels else "")
+
+
 def summarise(reports):
     """Median per phase over the epochs of each run, then over the runs."""
     keys = ("forward_ms", "backward_ms", "update_ms", "transfer_ms", "wall_ms")
@@ -104,8 +113,8 @@ def summarise(reports):
 
 
 def run_peer(args, device, batch):
-    """The PyTorch peer of args.model at `batch` (None: the peer's default, the model's recipe).
-    Returns (rows, note, the batch the peer ran)."""
+    """One run of the PyTorch peer of args.model at `batch` (None: the peer's default, the
+    model's recipe). Returns (rows, note, the batch the peer ran)."""
     script = PEERS.get(args.model)
     if script is None:
         return [], "no PyTorch peer for model %s (peers: %s); peer skipped" % (args.model, ", ".join(sorted(PEERS))), batch
@@ -115,7 +124,7 @@ def run_peer(args, device, batch):
     cmd += ["--epochs", str(args.epochs)]
     if batch is not None:
         cmd += ["--batch", str(batch)]
-    cmd += ["--threads", str(args.threads), "--device", device, "--repeats", str(args.repeats)]
+    cmd += ["--threads", str(args.threads), "--device", device, "--repeats", "1"]
     if args.data:
         cmd += ["--data", args.data]
     if args.train_limit:
@@ -212,30 +221,43 @@ def main():
     rows, notes = [], []
     batch = args.batch                                 # None: the model's, from our first report
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    for variant, device, kernels in runs:
-        name = variant if device is None else "%s #%d" % (variant, device)
-        if kernels:
-            name += " (kernels %s)" % kernels
-        print("epoch_bench: %s ..." % name, file=sys.stderr, flush=True)
-        reports = []
-        for _ in range(args.repeats):
+    names = [run_name(*run) for run in runs]
+    reports = {n: [] for n in names}                   # a name's runs, one a round
+    failed = set()
+    peer_runs, peer_note = {}, None                    # the peer's rows by name, one a round
+    for rnd in range(args.repeats):
+        print("epoch_bench: round %d of %d ..." % (rnd + 1, args.repeats), file=sys.stderr, flush=True)
+        for name, (variant, device, kernels) in zip(names, runs):
+            if name in failed:
+                continue
             rep, err = run_ours(args.binary, variant, device, kernels, args)
             if err:
                 notes.append("%s: %s" % (name, err))
-                break
-            reports.append(rep)
+                failed.add(name)
+                continue
+            reports[name].append(rep)
             if batch is None:
                 batch = rep.get("batch")
-        if reports:
-            row = summarise(reports)
+        if args.peer != "none" and peer_note is None:
+            peer_rows, peer_note, batch = run_peer(args, args.peer, batch)
+            for r in peer_rows:
+                peer_runs.setdefault(r["name"], []).append(r)
+    for name in names:
+        if reports[name]:
+            row = summarise(reports[name])
             row["name"] = name
             rows.append(row)
-    if args.peer != "none":
-        print("epoch_bench: pytorch %s ..." % args.peer, file=sys.stderr, flush=True)
-        peer_rows, note, batch = run_peer(args, args.peer, batch)
-        rows += peer_rows
-        if note:
-            notes.append(note)
+    for name, by_round in peer_runs.items():
+        rows.append(dict(by_round[-1], wall_ms=statistics.median(r["wall_ms"] for r in by_round)))
+        for ours_name in names:
+            pairs = list(zip(by_round, reports[ours_name]))    # round k's runs (a failed run ends its list)
+            if not pairs:
+                continue
+            ratios = sorted(p["wall_ms"] / statistics.median(e["wall_ms"] for e in o["epochs"]) for p, o in pairs)
+            notes.append("%s / %s, round by round: %.2fx median (%.2fx-%.2fx over %d)" %
+                         (name, ours_name, statistics.median(ratios), ratios[0], ratios[-1], len(ratios)))
+    if peer_note:
+        notes.append(peer_note)
     if not rows:
         fail("nothing ran: " + "; ".join(notes))
 
