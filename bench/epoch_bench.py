@@ -101,11 +101,18 @@ def run_name(variant, device, kernels):
     return name + (" (kernels %s)" % kernels if kernels else "")
 
 
+PHASE_KEYS = ("forward_ms", "backward_ms", "update_ms", "transfer_ms", "wall_ms")
+
+
+def run_medians(report):
+    """One run's median per phase over its epochs."""
+    return {k: statistics.median(e[k] for e in report["epochs"]) for k in PHASE_KEYS}
+
+
 def summarise(reports):
     """Median per phase over the epochs of each run, then over the runs."""
-    keys = ("forward_ms", "backward_ms", "update_ms", "transfer_ms", "wall_ms")
-    per_run = [{k: statistics.median(e[k] for e in rep["epochs"]) for k in keys} for rep in reports]
-    row = {k: statistics.median(run[k] for run in per_run) for k in keys}
+    per_run = [run_medians(rep) for rep in reports]
+    row = {k: statistics.median(run[k] for run in per_run) for k in PHASE_KEYS}
     row["test_accuracy"] = reports[-1]["final_test_accuracy"]
     row["device"] = reports[-1]["device"]
     row["platform"] = reports[-1]["platform"]
@@ -214,20 +221,19 @@ def main():
     runs = []
     for v in variants:
         for device in ([d[0] for d in devices] if v in OPENCL_VARIANTS else [None]):
-            runs.append((v, device, None))
+            runs.append((run_name(v, device, None), v, device, None))
             if args.kernels and v in OPENCL_VARIANTS:
-                runs.append((v, device, args.kernels))
+                runs.append((run_name(v, device, args.kernels), v, device, args.kernels))
 
     rows, notes = [], []
     batch = args.batch                                 # None: the model's, from our first report
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    names = [run_name(*run) for run in runs]
-    reports = {n: [] for n in names}                   # a name's runs, one a round
+    reports = {run[0]: [] for run in runs}             # a name's runs, one a round
     failed = set()
     peer_runs, peer_note = {}, None                    # the peer's rows by name, one a round
     for rnd in range(args.repeats):
         print("epoch_bench: round %d of %d ..." % (rnd + 1, args.repeats), file=sys.stderr, flush=True)
-        for name, (variant, device, kernels) in zip(names, runs):
+        for name, variant, device, kernels in runs:
             if name in failed:
                 continue
             rep, err = run_ours(args.binary, variant, device, kernels, args)
@@ -242,18 +248,18 @@ def main():
             peer_rows, peer_note, batch = run_peer(args, args.peer, batch)
             for r in peer_rows:
                 peer_runs.setdefault(r["name"], []).append(r)
-    for name in names:
-        if reports[name]:
-            row = summarise(reports[name])
+    for name, reps in reports.items():
+        if reps:
+            row = summarise(reps)
             row["name"] = name
             rows.append(row)
     for name, by_round in peer_runs.items():
         rows.append(dict(by_round[-1], wall_ms=statistics.median(r["wall_ms"] for r in by_round)))
-        for ours_name in names:
-            pairs = list(zip(by_round, reports[ours_name]))    # round k's runs (a failed run ends its list)
+        for ours_name, reps in reports.items():
+            pairs = list(zip(by_round, reps))          # round k's runs (a failed run ends its list)
             if not pairs:
                 continue
-            ratios = sorted(p["wall_ms"] / statistics.median(e["wall_ms"] for e in o["epochs"]) for p, o in pairs)
+            ratios = sorted(p["wall_ms"] / run_medians(o)["wall_ms"] for p, o in pairs)
             notes.append("%s / %s, round by round: %.2fx median (%.2fx-%.2fx over %d)" %
                          (name, ours_name, statistics.median(ratios), ratios[0], ratios[-1], len(ratios)))
     if peer_note:
