@@ -1,5 +1,5 @@
 // The parts of a step's gradient exchange, timed one by one for a model's buckets (one per layer
-// with parameters), so that bench/exchange_bench.sh can predict an epoch on N devices:
+// with parameters), so that bench/cpu/exchange_bench.sh can predict an epoch on N devices:
 //
 //   lenet5_exchange_bench pinned --model M [--device D]   OpenCL: each bucket read into and written
 //                                                         from pinned memory (and a pageable read)

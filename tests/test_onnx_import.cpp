@@ -1,6 +1,6 @@
 // `train --model FILE.onnx` (host/io/onnx_import.h): an export comes back as exactly its checkpoint's
 // network and weights; PyTorch's export of a small CNN (tests/data/onnx/mnist_cnn.onnx, made by
-// bench/make_onnx_test_data.sh) gives PyTorch's outputs in the cpu engine, every variant matches cpu
+// bench/onnx/make_onnx_test_data.sh) gives PyTorch's outputs in the cpu engine, every variant matches cpu
 // on it, and it trains, saves, evaluates, exports and resumes through the command line; what
 // training cannot take is a one-line error.
 #ifdef LENET5_HAVE_ONNX

@@ -1,7 +1,7 @@
 // lenet5 infer (issues 13 and 22): the ONNX reader's shapes and errors, the .npy files, ONNX files as
 // the Network every engine runs (Engine::infer) on every variant against the scalar `cpu` reference
 // on hand-made graphs, and the small VGG-shaped model of tests/data/onnx
-// (bench/make_onnx_test_data.sh) against onnxruntime's and PyTorch's outputs.
+// (bench/onnx/make_onnx_test_data.sh) against onnxruntime's and PyTorch's outputs.
 #ifdef LENET5_HAVE_ONNX
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Where a LeNet-5 training step's time goes, layer by layer, on a GPU, from a bundle
-# (bench/make_gpu_bundle.sh), through the kernel lab:
-#   bench/layer_profile_gpu.sh BUNDLE_DIR [BATCH:GROUP ...]     (default 64:1024 256:256)
+# (bench/gpu/make_gpu_bundle.sh), through the kernel lab:
+#   bench/gpu/layer_profile_gpu.sh BUNDLE_DIR [BATCH:GROUP ...]     (default 64:1024 256:256)
 # --kernel-profile sees whole kernels only, and step_samples runs every layer. So this dumps the
 # kernels, makes copies in which one layer function returns at once (or part of one: the pairs'
 # backward is cut before each of its steps), and times a step of each copy with `lenet5 tune`
@@ -9,7 +9,7 @@
 # saving is what the layer (or the rest of the function from the cut) costs a step; its results
 # are wrong, so only its time is used. Prints a table per batch.
 bench=$(dirname "$(realpath "$0")")
-source "$bench/bundle_env.sh" "${1:?usage: bench/layer_profile_gpu.sh BUNDLE_DIR [BATCH:GROUP ...]}"
+source "$bench/bundle_env.sh" "${1:?usage: bench/gpu/layer_profile_gpu.sh BUNDLE_DIR [BATCH:GROUP ...]}"
 shift
 cases=("${@:-64:1024}")
 [ $# -eq 0 ] && cases=(64:1024 256:256)

@@ -3,12 +3,12 @@
 # 1024 and 4096 for 3 epochs in the exact mode (every step's gradients summed), on one GPU, on two
 # with --workers, and under `mpirun -np 2` (each rank bound to half the cores), each run REPEATS
 # times (default 3), the two builds alternating so that the machine's drift slows both alike.
-#   bench/exchange_overlap_gpu.sh BUNDLE_DIR OLD_DIR
-# BUNDLE_DIR: LENET5_BUNDLE_MPI=1 bench/make_gpu_bundle.sh's folder (its lenet5, lenet5-mpi, lib/
+#   bench/gpu/exchange_overlap_gpu.sh BUNDLE_DIR OLD_DIR
+# BUNDLE_DIR: LENET5_BUNDLE_MPI=1 bench/gpu/make_gpu_bundle.sh's folder (its lenet5, lenet5-mpi, lib/
 # and mnist/); OLD_DIR: lenet5 and lenet5-mpi of the build to compare with (same libraries).
 # Prints each run's epochs and per configuration the median wall ms of epochs 2-3, old and new.
 set -uo pipefail
-bundle=$(realpath "${1:?usage: bench/exchange_overlap_gpu.sh BUNDLE_DIR OLD_DIR}")
+bundle=$(realpath "${1:?usage: bench/gpu/exchange_overlap_gpu.sh BUNDLE_DIR OLD_DIR}")
 old=$(realpath "${2:?old build folder}")
 source "$(dirname "$(realpath "$0")")/bundle_env.sh" "$bundle"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader

@@ -6,7 +6,7 @@ input) to onnxruntime through bench/peers/onnxruntime_run.js, runs `lenet5 eval 
 on the same checkpoint, and prints one JSON line: both accuracies, whether the confusion
 matrices are equal, and onnxruntime's ms per image. Exit 1 when they differ.
 
-    /usr/bin/python3 bench/onnx_export_accuracy.py --lenet5 build/lenet5 --checkpoint lenet5.ck \
+    /usr/bin/python3 bench/onnx/onnx_export_accuracy.py --lenet5 build/lenet5 --checkpoint lenet5.ck \
         [--data data/mnist] [--work DIR] [--threads 2]
 """
 
@@ -20,7 +20,7 @@ import tempfile
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "peers"))
+sys.path.insert(0, os.path.join(HERE, "..", "peers"))
 from mnist_idx import read_idx  # noqa: E402
 
 
@@ -28,7 +28,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--lenet5", required=True)
     ap.add_argument("--checkpoint", required=True)
-    ap.add_argument("--data", default=os.environ.get("LENET5_DATA", os.path.join(HERE, "..", "data", "mnist")))
+    ap.add_argument("--data", default=os.environ.get("LENET5_DATA", os.path.join(HERE, "..", "..", "data", "mnist")))
     ap.add_argument("--work", default=None, help="folder for the .onnx, .npy and JSON files (default: a temporary one)")
     ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
@@ -41,7 +41,7 @@ def main():
     x = read_idx(a.data, "t10k-images-idx3-ubyte")
     labels = read_idx(a.data, "t10k-labels-idx1-ubyte").astype(np.int64)
     np.save(images, (x.astype(np.float32) / np.float32(255))[:, None, :, :])
-    ort = subprocess.run(["node", os.path.join(HERE, "peers", "onnxruntime_run.js"), "--model", onnx_path,
+    ort = subprocess.run(["node", os.path.join(HERE, "..", "peers", "onnxruntime_run.js"), "--model", onnx_path,
                           "--input", images, "--output", logits, "--batch", "100", "--threads", str(a.threads)],
                          check=True, capture_output=True, text=True)
     subprocess.run([a.lenet5, "eval", "--model", a.checkpoint, "--variant", "cpu", "--data", a.data,

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Issue 25's checks on a GPU, by hand, from a bundle (bench/make_gpu_bundle.sh):
-#   bench/kernel_lab_gpu.sh BUNDLE_DIR
+# Issue 25's checks on a GPU, by hand, from a bundle (bench/gpu/make_gpu_bundle.sh):
+#   bench/gpu/kernel_lab_gpu.sh BUNDLE_DIR
 # Dumps the embedded kernels, then: the unmodified dump passes `check` on every OpenCL variant of
 # lenet5, mlp and cnn; a flipped sign in sample_layers.cl fails it naming the layer (exit 1); a
 # syntax error gives the compiler's log with file:line (exit 1); training from the dump gives the
 # embedded kernels' checkpoint byte for byte. Prints each step's last lines and a verdict.
 bench=$(dirname "$(realpath "$0")")
-source "$bench/bundle_env.sh" "${1:?usage: bench/kernel_lab_gpu.sh BUNDLE_DIR}"
+source "$bench/bundle_env.sh" "${1:?usage: bench/gpu/kernel_lab_gpu.sh BUNDLE_DIR}"
 dev=$("$bench/gpu_device.sh" ./lenet5) || exit 1
 echo "device $dev: $(./lenet5 devices | grep "^$dev:")"
 L=$(mktemp -d)

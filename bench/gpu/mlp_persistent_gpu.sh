@@ -5,13 +5,13 @@
 # ms, the phases' ms and their share of wall_ms, the test accuracy. Then whether each run's
 # checkpoint is the same bytes as the first's of its variant (both paths do the same arithmetic, so
 # a difference means that a step read stale data), and `lenet5 check` on the MLP. From a bundle
-# (bench/make_gpu_bundle.sh):
-#   bench/mlp_persistent_gpu.sh BUNDLE_DIR [GROUPS...]
+# (bench/gpu/make_gpu_bundle.sh):
+#   bench/gpu/mlp_persistent_gpu.sh BUNDLE_DIR [GROUPS...]
 # GROUPS (optional): also one gpu-local run of the persistent path in each of these many
 # work-groups (LENET5_PERSISTENT=N; the default is one per compute unit).
-# Environment: LENET5_DEVICE (default: the first GPU that `lenet5 devices` lists, by bench/gpu_device.sh).
+# Environment: LENET5_DEVICE (default: the first GPU that `lenet5 devices` lists, by bench/gpu/gpu_device.sh).
 set -uo pipefail
-bundle=${1:?usage: bench/mlp_persistent_gpu.sh BUNDLE_DIR [GROUPS...]}; shift
+bundle=${1:?usage: bench/gpu/mlp_persistent_gpu.sh BUNDLE_DIR [GROUPS...]}; shift
 bench=$(dirname "$(realpath "$0")")
 source "$bench/bundle_env.sh" "$bundle"
 dev=$("$bench/gpu_device.sh" ./lenet5) || exit 1

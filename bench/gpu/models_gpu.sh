@@ -3,14 +3,14 @@
 # gpu-constant), the CNN at batch 16 and 1024 (3 runs each) and for 5 epochs at its default batch
 # on each OpenCL variant, LeNet-5 at batch 64 (3 runs of 3 epochs, one of 10: the no-regression check), then PyTorch with
 # CUDA graphs on the same recipes, all in one command.
-#   bench/models_gpu.sh [LENET5_BINARY [MNIST_DIR]]   (defaults build/lenet5, data/mnist)
-# Environment: LENET5_DEVICE (default: the first GPU that `lenet5 devices` lists, by bench/gpu_device.sh).
+#   bench/gpu/models_gpu.sh [LENET5_BINARY [MNIST_DIR]]   (defaults build/lenet5, data/mnist)
+# Environment: LENET5_DEVICE (default: the first GPU that `lenet5 devices` lists, by bench/gpu/gpu_device.sh).
 # Needs python3 with PyTorch + CUDA.
 # NVIDIA's OpenCL must be registered (/etc/OpenCL/vendors/nvidia.icd).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 B=${1:-build/lenet5}; M=${2:-data/mnist}
-DEV=$(bench/gpu_device.sh "$B") || exit 1
+DEV=$(bench/gpu/gpu_device.sh "$B") || exit 1
 D="--data $M --device $DEV"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; "$B" --version | head -1
 run() { echo "== ${*:2}"; "$@" 2>&1 | grep -E "^ +[0-9]+ |rror" | cut -c1-120; }

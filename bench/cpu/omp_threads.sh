@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # LeNet-5 on `omp` against PyTorch on the CPU, thread count by thread count: bench/epoch_bench.py
 # once for each count in THREADS, each in the same command beside PyTorch on as many threads.
-#   bench/omp_threads.sh [LENET5_BINARY [DATA_DIR [OUT_DIR]]]
+#   bench/cpu/omp_threads.sh [LENET5_BINARY [DATA_DIR [OUT_DIR]]]
 #     (defaults build/lenet5, data/mnist, bench/results/omp_threads; THREADS="1 2 4 8 16",
 #      REPEATS=3, EPOCHS=1, BATCH=64, PYTHON=python3: the interpreter that has PyTorch)
 # Prints each count's table (OUT_DIR/threads-T/epochs.md) and a summary line per count.
 set -euo pipefail
-here=$(dirname "$0")
+here=$(dirname "$0")/..
 binary=${1:-build/lenet5}
 data=${2:-data/mnist}
 out=${3:-$here/results/omp_threads}

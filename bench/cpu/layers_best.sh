@@ -4,9 +4,9 @@
 # best (minimum) real time of each benchmark, which a busy machine's interruptions do not reach
 # (a median still moves 10-30% on this project's shared 2 cores), and the median of all its runs
 # (for steps on two threads, whose best is a lucky run with the threads evenly slowed).
-#   bench/layers_best.sh FILTER BINARY... (e.g. 'forward/(C1|C3)/avx$' old/lenet5_bench_layers build/lenet5_bench_layers)
+#   bench/cpu/layers_best.sh FILTER BINARY... (e.g. 'forward/(C1|C3)/avx$' old/lenet5_bench_layers build/lenet5_bench_layers)
 set -euo pipefail
-filter=${1:?usage: bench/layers_best.sh FILTER BINARY...}; shift
+filter=${1:?usage: bench/cpu/layers_best.sh FILTER BINARY...}; shift
 (($# > 0)) || { echo "layers_best.sh: error: no lenet5_bench_layers binary given" >&2; exit 1; }
 R=$(mktemp -d)
 trap 'rm -rf "$R"' EXIT

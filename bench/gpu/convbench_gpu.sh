@@ -5,17 +5,17 @@
 # prints cuDNN beside our best algorithm as ratios. Then the CNN (models/cnn.net) at batch 1024
 # through the batch-level engine: `tune --conv` picks its convolution's algorithm, and 2 epochs
 # run with the tuned choice, the engine's own kernels, direct and im2col.
-#   bench/convbench_gpu.sh [LENET5_BINARY [MNIST_DIR]]   (defaults build/lenet5, data/mnist)
+#   bench/gpu/convbench_gpu.sh [LENET5_BINARY [MNIST_DIR]]   (defaults build/lenet5, data/mnist)
 # Results under $OUT (default /tmp/lenet5-conv/out). Environment: LENET5_DEVICE (default: the first GPU
-# that `lenet5 devices` lists, by bench/gpu_device.sh), REPEATS (default 5), CONVBENCH_ARGS (extra
+# that `lenet5 devices` lists, by bench/gpu/gpu_device.sh), REPEATS (default 5), CONVBENCH_ARGS (extra
 # flags for both, e.g. "--cases seed").
 # Needs python3 with PyTorch + CUDA; NVIDIA's OpenCL registered (/etc/OpenCL/vendors/nvidia.icd).
 # Exit status 1 when a row FAILED its check or the peer failed.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 B=${1:-build/lenet5}; D=${2:-data/mnist}
 O=${OUT:-/tmp/lenet5-conv/out}; mkdir -p "$O"
-DEV=$(bench/gpu_device.sh "$B") || exit 1
+DEV=$(bench/gpu/gpu_device.sh "$B") || exit 1
 REPEATS=${REPEATS:-5}; EXTRA=${CONVBENCH_ARGS:-}
 nvidia-smi -L; "$B" devices | head -6; "$B" --version | tail -1
 # convbench's stderr apart from its table: NVIDIA's OpenCL compiler prints diagnostics there.

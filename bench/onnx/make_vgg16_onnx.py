@@ -1,14 +1,14 @@
 #!/usr/bin/python3
 """Makes the ONNX models of `lenet5 infer` (issue 13) with seeded random weights.
 
-  bench/make_vgg16_onnx.py vgg16 OUT.onnx [--seed S]
+  bench/onnx/make_vgg16_onnx.py vgg16 OUT.onnx [--seed S]
       VGG16 as torchvision builds it (13 3x3 convolutions + ReLU, 5 max poolings, 25088-4096-4096-1000),
       its weights from torch.manual_seed(S) (default 1), about 553 MB: never committed; made
       where it is needed (on the GPU machine too: files over 64 MiB cannot be carried).
-  bench/make_vgg16_onnx.py small OUT.onnx [--seed S]
+  bench/onnx/make_vgg16_onnx.py small OUT.onnx [--seed S]
       a small VGG-shaped model for the tests (3x32x32 input, convolutions with padding 1 and
       ReLU, max and average pooling, a flatten, fully connected layers, about 100 K weights).
-  bench/make_vgg16_onnx.py torch-run vgg16|small X.npy Y.npy [--seed S] [--batch B] [--repeats R]
+  bench/onnx/make_vgg16_onnx.py torch-run vgg16|small X.npy Y.npy [--seed S] [--batch B] [--repeats R]
       runs the same model (rebuilt from the seed) in PyTorch on X and writes Y; with CUDA
       (strict fp32: no TF32, cuDNN deterministic) when present. Prints one JSON line of timings.
 

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# Issue 13 on this machine: VGG16 (bench/make_vgg16_onnx.py, seed 1) on 10 random images through
+# Issue 13 on this machine: VGG16 (bench/onnx/make_vgg16_onnx.py, seed 1) on 10 random images through
 # `lenet5 infer --variant omp` beside onnxruntime-node (bench/peers/onnxruntime_run.js) on the same
 # threads, at batch 1 and 8, alternating the two so that a busy machine slows both alike; each
 # reports the median of its timed passes. Then every host variant's outputs (cpu too: about
 # 10 s per image) against onnxruntime's: relative error per output vector < 1e-4, the same top-1.
-#   bench/infer_vgg16_cpu.sh [BUILD_DIR, default build] [THREADS, default 2]
+#   bench/cpu/infer_vgg16_cpu.sh [BUILD_DIR, default build] [THREADS, default 2]
 # Work files (the 553 MB model, inputs, outputs) under $LENET5_WORK, default /tmp/lenet5-vgg.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 build=${1:-build}; threads=${2:-2}; repeats=${REPEATS:-3}
 W=${LENET5_WORK:-/tmp/lenet5-vgg}; mkdir -p "$W"
-[ -f "$W/vgg16.onnx" ] || /usr/bin/python3 bench/make_vgg16_onnx.py vgg16 "$W/vgg16.onnx" --seed 1
+[ -f "$W/vgg16.onnx" ] || /usr/bin/python3 bench/onnx/make_vgg16_onnx.py vgg16 "$W/vgg16.onnx" --seed 1
 /usr/bin/python3 -c "import numpy as np, sys; np.save(sys.argv[1], np.random.default_rng(3).uniform(-1, 1, (10, 3, 224, 224)).astype('<f4'))" "$W/x.npy"
 # OpenBLAS 0.3.21 (Debian 12) takes AMD Zen 4 for Haswell (AVX2 kernels); on a CPU with AVX-512
 # its SkylakeX kernels are 1.6-2x faster. The summary line names the kernels used.

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Two builds alternating on one GPU, to tell a regression from the machine's noise: LeNet-5 on
 # gpu-local at batch 64 and the CNN at batch 1024, 3 epochs each, two rounds. From a bundle
-# (bench/make_gpu_bundle.sh) and an older build's binary made the same way:
-#   bench/regress_gpu.sh BUNDLE_DIR OLD_BINARY
+# (bench/gpu/make_gpu_bundle.sh) and an older build's binary made the same way:
+#   bench/gpu/regress_gpu.sh BUNDLE_DIR OLD_BINARY
 # Prints, per build and run, the median wall ms of epochs 2-3 and the test accuracy after 3.
-bundle=${1:?usage: bench/regress_gpu.sh BUNDLE_DIR OLD_BINARY}; old=$(realpath "${2:?old binary}")
+bundle=${1:?usage: bench/gpu/regress_gpu.sh BUNDLE_DIR OLD_BINARY}; old=$(realpath "${2:?old binary}")
 bench=$(dirname "$(realpath "$0")")
 source "$bench/bundle_env.sh" "$bundle"
 dev=$("$bench/gpu_device.sh" ./lenet5) || exit 1

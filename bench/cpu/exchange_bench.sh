@@ -7,11 +7,11 @@
 # The prediction for N devices, one rank each: steps x (step of batch/N + exchange across N
 # ranks), with no overlap, and steps x max(the two), were the exchange wholly hidden behind the
 # backward pass; with an OpenCL device, its pinned reads and writes are added as a third column.
-#   bench/exchange_bench.sh [model, default cnn] [batch, default 256] [variant, default omp]
+#   bench/cpu/exchange_bench.sh [model, default cnn] [batch, default 256] [variant, default omp]
 # TRAIN_IMAGES (default 60000) sets the epoch. 4 ranks on fewer cores are oversubscribed: their
 # MPI times are then an upper bound.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 bench=${LENET5_EXCHANGE_BENCH:-build/lenet5_exchange_bench}
 model=${1:-cnn}
 batch=${2:-256}

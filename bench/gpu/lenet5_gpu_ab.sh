@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Two builds of LeNet-5 on gpu-local, alternating on one GPU, each with its own tuned work-groups:
-# the quick check of a kernel change before bench/lenet5_gpu_speed.sh's full table. From a bundle
-# (bench/make_gpu_bundle.sh) and an older build's binary made the same way:
-#   bench/lenet5_gpu_ab.sh BUNDLE_DIR OLD_BINARY [ROUNDS]   (default 3 rounds)
+# the quick check of a kernel change before bench/gpu/lenet5_gpu_speed.sh's full table. From a bundle
+# (bench/gpu/make_gpu_bundle.sh) and an older build's binary made the same way:
+#   bench/gpu/lenet5_gpu_ab.sh BUNDLE_DIR OLD_BINARY [ROUNDS]   (default 3 rounds)
 # Prints each build's tuned us per step (lenet5 tune, batch 64 and 256), each kernel's device time
 # per step at both batches (--kernel-profile, one epoch of 12,800 images), then per round, build
 # and batch the median wall ms of epochs 2-3 and the test accuracy after 3 epochs.
-bundle=${1:?usage: bench/lenet5_gpu_ab.sh BUNDLE_DIR OLD_BINARY [ROUNDS]}; old=$(realpath "${2:?old binary}")
+bundle=${1:?usage: bench/gpu/lenet5_gpu_ab.sh BUNDLE_DIR OLD_BINARY [ROUNDS]}; old=$(realpath "${2:?old binary}")
 rounds=${3:-3}
 bench=$(dirname "$(realpath "$0")")
 source "$bench/bundle_env.sh" "$bundle"

@@ -3,9 +3,9 @@
 # 15,360 images, 60 steps) and LeNet-5 at batch 256 (a whole epoch), as one rank with --threads 2 and
 # as `mpirun -np 2` ranks with --threads 1 each, interleaved ROUNDS times (default 3). Prints each
 # run's wall seconds and loss, then per model the medians and the ratio two ranks / one rank.
-#   bench/ranks_cpu.sh [BINARY, default build/lenet5] [ROUNDS]
+#   bench/cpu/ranks_cpu.sh [BINARY, default build/lenet5] [ROUNDS]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 bin=${1:-build/lenet5}
 rounds=${2:-3}
 data=${LENET5_DATA:-data/mnist}

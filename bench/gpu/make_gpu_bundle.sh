@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Builds what a lent GPU machine needs to run lenet5 (it has an OpenCL loader, PoCL and NVIDIA's
 # driver, but no OpenCL headers and few of our libraries) into one folder small enough to carry:
-#   bench/make_gpu_bundle.sh [SOURCE_DIR [OUT_DIR]]     (defaults: this checkout, build-gpu)
-# OUT_DIR/lenet5 and OUT_DIR/lenet5_exchange_bench (for bench/exchange_gpu.sh), OUT_DIR/lib/ (the
+#   bench/gpu/make_gpu_bundle.sh [SOURCE_DIR [OUT_DIR]]     (defaults: this checkout, build-gpu)
+# OUT_DIR/lenet5 and OUT_DIR/lenet5_exchange_bench (for bench/gpu/exchange_gpu.sh), OUT_DIR/lib/ (the
 # shared libraries they link beyond glibc, libstdc++ and the OpenCL loader: run them with
 # LD_LIBRARY_PATH=OUT_DIR/lib) and OUT_DIR/mnist/*.gz. Built without
 # OpenBLAS (35 MB; only the host variants' inference uses it), MPI, tests and the other benchmarks.
 # With LENET5_BUNDLE_MPI=1 also OUT_DIR/lenet5-mpi, built with MPI, for `mpirun` on a machine with
 # Open MPI 4.1 (the lent multi-GPU one): it takes that machine's MPI libraries, not copies of ours.
 set -euo pipefail
-src=$(realpath "${1:-$(dirname "$0")/..}")
+src=$(realpath "${1:-$(dirname "$0")/../..}")
 out=$(realpath -m "${2:-$src/build-gpu}")
 cmake -S "$src" -B "$out/build" -DCMAKE_BUILD_TYPE=Release -DLENET5_OPENBLAS=OFF -DLENET5_MPI=OFF \
       -DLENET5_TESTS=OFF -DLENET5_BENCH=ON >/dev/null

@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
-# Issue 13 on a GPU: VGG16 (made here by bench/make_vgg16_onnx.py, seed 1) on 16 random images
+# Issue 13 on a GPU: VGG16 (made here by bench/onnx/make_vgg16_onnx.py, seed 1) on 16 random images
 # through every OpenCL variant under --conv-algo auto (Winograd for the 3x3 layers) and gpu-local
 # with --conv-algo direct, at batch 1 and 16, beside PyTorch + cuDNN (strict fp32) on the same
 # images; each reports the median of REPEATS timed passes. Then our outputs against PyTorch's
 # and onnxruntime's (relative error per output vector, top-1).
-#   bench/infer_vgg16_gpu.sh [LENET5_BINARY, default build/lenet5]   (results under $OUT, default /tmp/lenet5-gpu/out)
+#   bench/gpu/infer_vgg16_gpu.sh [LENET5_BINARY, default build/lenet5]   (results under $OUT, default /tmp/lenet5-gpu/out)
 # Needs python3 with PyTorch + CUDA and numpy. NVIDIA's OpenCL must be registered
 # (/etc/OpenCL/vendors/nvidia.icd). Environment: LENET5_DEVICE (default: the first GPU that
-# `lenet5 devices` lists, by bench/gpu_device.sh), REPEATS (default 3).
+# `lenet5 devices` lists, by bench/gpu/gpu_device.sh), REPEATS (default 3).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 B=${1:-build/lenet5}; R=${REPEATS:-3}
-DEV=$(bench/gpu_device.sh "$B") || exit 1
+DEV=$(bench/gpu/gpu_device.sh "$B") || exit 1
 W=/tmp/lenet5-gpu; O=${OUT:-$W/out}; mkdir -p "$W" "$O"
 nvidia-smi -L; "$B" devices | head -4
-[ -f $W/vgg16.onnx ] || python3 bench/make_vgg16_onnx.py vgg16 $W/vgg16.onnx --seed 1 || exit 1
+[ -f $W/vgg16.onnx ] || python3 bench/onnx/make_vgg16_onnx.py vgg16 $W/vgg16.onnx --seed 1 || exit 1
 python3 -c "import numpy as np; np.save('$W/x.npy', np.random.default_rng(3).uniform(-1, 1, (16, 3, 224, 224)).astype('<f4'))"
 # onnxruntime's outputs on the CPU, where its Python package is installed: the issue's reference.
 python3 - $W <<'PY' || echo "onnxruntime (Python) not available: outputs checked against PyTorch only"
@@ -26,7 +26,7 @@ np.save(f"{W}/y_ort.npy", np.concatenate([s.run(None, {s.get_inputs()[0].name: x
 print("onnxruntime", ort.__version__, "on the CPU: outputs written")
 PY
 for b in 1 16; do
-    python3 bench/make_vgg16_onnx.py torch-run vgg16 $W/x.npy $W/y_torch_b$b.npy --seed 1 --batch $b --repeats $R | tee $O/torch_b$b.json
+    python3 bench/onnx/make_vgg16_onnx.py torch-run vgg16 $W/x.npy $W/y_torch_b$b.npy --seed 1 --batch $b --repeats $R | tee $O/torch_b$b.json
     for v in gpu-local gpu gpu-constant; do
         "$B" infer --onnx $W/vgg16.onnx --input $W/x.npy --output $W/y_${v}_b$b.npy --variant $v --device $DEV --batch $b \
             --repeats $R --json $O/${v}_b$b.json 2>&1 | tail -2

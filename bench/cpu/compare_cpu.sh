@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # Two builds side by side on this machine's cores, alternating so that a busy machine slows both
 # alike: LeNet-5 on `omp` (one epoch, batch 64 or BATCH) and VGG16 inference on `omp` at batch 1 and 8 beside
-# onnxruntime-node on the same threads (bench/infer_vgg16_cpu.sh's model and images).
-#   bench/compare_cpu.sh OLD_BINARY NEW_BINARY [ROUNDS, default 3]
+# onnxruntime-node on the same threads (bench/cpu/infer_vgg16_cpu.sh's model and images).
+#   bench/cpu/compare_cpu.sh OLD_BINARY NEW_BINARY [ROUNDS, default 3]
 # VGG16=0 times LeNet-5 alone (more rounds in the same time, for a noisy machine); VARIANTS="omp avx"
 # times LeNet-5 on each of them (default omp). THREADS sets omp's threads (default: every core), BATCH
 # LeNet-5's batch (default 64); LENET5_DATA where MNIST is (default data/mnist).
 # Prints each run and the medians: LeNet-5 wall ms per epoch and test accuracy; VGG16 ms per image.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-old=${1:?usage: bench/compare_cpu.sh OLD_BINARY NEW_BINARY [ROUNDS]}; new=${2:?new binary}; rounds=${3:-3}
+cd "$(dirname "$0")/../.."
+old=${1:?usage: bench/cpu/compare_cpu.sh OLD_BINARY NEW_BINARY [ROUNDS]}; new=${2:?new binary}; rounds=${3:-3}
 threads=${THREADS:-$(nproc)}; batch=${BATCH:-64}; W=${LENET5_WORK:-/tmp/lenet5-vgg}; mkdir -p "$W"; vgg=${VGG16:-1}; variants=${VARIANTS:-omp}
 if [ "$vgg" = 1 ]; then
     bench/peers/install_onnxruntime.sh
-    [ -f "$W/vgg16.onnx" ] || /usr/bin/python3 bench/make_vgg16_onnx.py vgg16 "$W/vgg16.onnx" --seed 1
+    [ -f "$W/vgg16.onnx" ] || /usr/bin/python3 bench/onnx/make_vgg16_onnx.py vgg16 "$W/vgg16.onnx" --seed 1
     [ -f "$W/x.npy" ] || /usr/bin/python3 -c "import numpy as np, sys; np.save(sys.argv[1], np.random.default_rng(3).uniform(-1, 1, (10, 3, 224, 224)).astype('<f4'))" "$W/x.npy"
 fi
 echo "machine: $(nproc) cores ($threads threads, batch $batch), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); load before: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
 # Export, then infer, on every variant (issue 22's round trip), on the whole MNIST test set:
-#   bench/round_trip.sh prepare DIR [BINARY]
+#   bench/onnx/round_trip.sh prepare DIR [BINARY]
 #       (where node and onnxruntime-node are: bench/peers/install_onnxruntime.sh) trains lenet5, mlp and
 #       cnn one epoch of 6,000 images on omp, saves and exports each, copies the PyTorch CNN of the tests
 #       (tests/data/onnx/mnist_cnn.onnx), and writes onnxruntime's outputs on the 10,000 test images and
 #       `lenet5 eval`'s accuracy of each checkpoint into DIR (79 MB, 77 of them the CNN's checkpoint and ONNX).
-#   bench/round_trip.sh check DIR [BINARY] [VARIANTS] [DEVICE]
+#   bench/onnx/round_trip.sh check DIR [BINARY] [VARIANTS] [DEVICE]
 #       runs `lenet5 infer --onnx` on each file and `--model` on each checkpoint, on each variant
 #       (default: cpu avx omp gpu gpu-constant gpu-local; DEVICE: an OpenCL index, default: the GPU
-#       bench/gpu_device.sh finds, else infer's own),
+#       bench/gpu/gpu_device.sh finds, else infer's own),
 #       and prints per model and variant the largest relative error per output vector against
 #       onnxruntime, whether every top-1 class is onnxruntime's, and the top-1 accuracy beside eval's.
 #       Exit 1 if any error reaches 1e-5 or any prediction or accuracy differs.
 # Needs /usr/bin/python3 (or python3) with numpy, and MNIST in $LENET5_DATA or data/mnist.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-cmd=${1:?usage: bench/round_trip.sh prepare|check DIR [BINARY] [VARIANTS] [DEVICE]}
-dir=${2:?usage: bench/round_trip.sh prepare|check DIR [BINARY] [VARIANTS] [DEVICE]}
+cd "$(dirname "$0")/../.."
+cmd=${1:?usage: bench/onnx/round_trip.sh prepare|check DIR [BINARY] [VARIANTS] [DEVICE]}
+dir=${2:?usage: bench/onnx/round_trip.sh prepare|check DIR [BINARY] [VARIANTS] [DEVICE]}
 bin=${3:-build/lenet5}
 data=${LENET5_DATA:-data/mnist}
 py=/usr/bin/python3
@@ -53,7 +53,7 @@ if [[ $cmd == prepare ]]; then
 fi
 [[ $cmd == check ]] || { echo "round_trip: unknown command '$cmd' (prepare, check)" >&2; exit 2; }
 variants=${4:-cpu avx omp gpu gpu-constant gpu-local}
-dev=${5:-$(bench/gpu_device.sh "$bin" 2>/dev/null)} || true
+dev=${5:-$(bench/gpu/gpu_device.sh "$bin" 2>/dev/null)} || true
 device=${dev:+--device $dev}
 for m in lenet5 mlp cnn torch_cnn; do
     for v in $variants; do

@@ -3,13 +3,13 @@
 # convolution algorithm of the batch-level engine (own, direct, im2col, winograd), 3 runs of 2 epochs
 # (the second epoch's wall time: the first also compiles and plans), then PyTorch with CUDA graphs
 # and eager on the same recipe (3 repeats of 2 epochs); medians, and the ratios to winograd.
-#   bench/vgg_gpu.sh [LENET5_BINARY [MNIST_DIR]]   (defaults build/lenet5, data/mnist)
-# Environment: LENET5_DEVICE, else the GPU bench/gpu_device.sh finds. Needs python3 with PyTorch +
+#   bench/gpu/vgg_gpu.sh [LENET5_BINARY [MNIST_DIR]]   (defaults build/lenet5, data/mnist)
+# Environment: LENET5_DEVICE, else the GPU bench/gpu/gpu_device.sh finds. Needs python3 with PyTorch +
 # CUDA. NVIDIA's OpenCL must be registered (/etc/OpenCL/vendors/nvidia.icd).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 B=${1:-build/lenet5}; M=${2:-data/mnist}
-dev=$(bench/gpu_device.sh "$B") || exit 1
+dev=$(bench/gpu/gpu_device.sh "$B") || exit 1
 O=$(mktemp -d); trap 'rm -rf "$O"' EXIT
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; "$B" --version | head -1; "$B" devices | sed -n "$((dev + 1))p"
 for a in own direct im2col winograd; do

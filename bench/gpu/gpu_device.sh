@@ -3,7 +3,7 @@
 # first GPU that `lenet5 devices` lists (the first NVIDIA one where there is one: the peers run on
 # CUDA). The platforms' order varies between machines (PoCL first on some, NVIDIA on others), so
 # the index is looked up by the device's type and name, never assumed.
-#   bench/gpu_device.sh [LENET5_BINARY]   (default build/lenet5)
+#   bench/gpu/gpu_device.sh [LENET5_BINARY]   (default build/lenet5)
 # With no GPU listed: one line on stderr and exit status 1.
 set -uo pipefail
 if [ -n "${LENET5_DEVICE:-}" ]; then echo "$LENET5_DEVICE"; exit 0; fi

@@ -4,11 +4,11 @@
 # seed both train it one epoch of the first 6,000 MNIST images with lenet5-cl's recipe (batch 64,
 # lr 0.05, momentum 0.9, weight decay 0.0005) in the same order (PyTorch replays lenet5's shuffle of
 # that seed) and report the train loss and test accuracy; then the medians.
-#   bench/onnx_train_peer.sh [BINARY (build/lenet5)] [VARIANT (omp)] [SEEDS ("1 2 3 4 5")]
+#   bench/onnx/onnx_train_peer.sh [BINARY (build/lenet5)] [VARIANT (omp)] [SEEDS ("1 2 3 4 5")]
 # Needs /usr/bin/python3 with torch and numpy (Debian python3-torch, python3-numpy) and MNIST in
 # $LENET5_DATA or data/mnist.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 bin=${1:-build/lenet5}; variant=${2:-omp}; seeds=${3:-1 2 3 4 5}
 export LENET5_DATA=${LENET5_DATA:-$PWD/data/mnist}
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT

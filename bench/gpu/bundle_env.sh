@@ -1,4 +1,4 @@
-# Sourced by the scripts that run from a GPU bundle (bench/make_gpu_bundle.sh's folder) on a lent
+# Sourced by the scripts that run from a GPU bundle (bench/gpu/make_gpu_bundle.sh's folder) on a lent
 # GPU machine: enters the bundle, puts its libraries on the loader's path, and registers NVIDIA's
 # OpenCL driver (those machines have it, unregistered).
 #   source "$(dirname "$(realpath "$0")")/bundle_env.sh" BUNDLE_DIR

@@ -4,9 +4,9 @@
 # its first save; the checkpoint must then load (lenet5 eval). Counts the rounds whose
 # kill landed mid-save (its temporary was left beside the checkpoint) and checks that
 # a last save removes every temporary.
-#   bench/kill_test.sh [lenet5 binary, default build/lenet5] [rounds, default 100]
+#   bench/cpu/kill_test.sh [lenet5 binary, default build/lenet5] [rounds, default 100]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 lenet5=${1:-build/lenet5}
 rounds=${2:-100}
 data=${LENET5_DATA:-data/mnist}

@@ -5,11 +5,11 @@
 # 32 under `mpirun -np N --map-by slot:PE=C` (each rank bound to its share C of the cores), at N = 2
 # also with --bind-to none, with mpirun's default binding (a core per rank), and through
 # MPI_Iallreduce instead of the shared window (LENET5_MPI_SHARED=0), to show what each is worth.
-# From a bundle (LENET5_BUNDLE_MPI=1 bench/make_gpu_bundle.sh), on a machine with several GPUs:
-#   bench/exchange_scaling_gpu.sh BUNDLE_DIR [MAX_GPUS]     (default: every NVIDIA GPU listed)
+# From a bundle (LENET5_BUNDLE_MPI=1 bench/gpu/make_gpu_bundle.sh), on a machine with several GPUs:
+#   bench/gpu/exchange_scaling_gpu.sh BUNDLE_DIR [MAX_GPUS]     (default: every NVIDIA GPU listed)
 # Prints each run's epoch rows and a summary line: median wall ms of epochs 2-3 (over REPEATS runs of
 # each, default 1), final test accuracy.
-source "$(dirname "$(realpath "$0")")/bundle_env.sh" "${1:?usage: bench/exchange_scaling_gpu.sh BUNDLE_DIR [MAX_GPUS]}"
+source "$(dirname "$(realpath "$0")")/bundle_env.sh" "${1:?usage: bench/gpu/exchange_scaling_gpu.sh BUNDLE_DIR [MAX_GPUS]}"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 cores=$(nproc)
 echo "CPUs: $cores"
