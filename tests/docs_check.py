@@ -14,7 +14,7 @@ first checks that a page with a broken link, a missing anchor and an untracked s
 ./build/lenet5 the given binary: a `sed -i` must change its file, a command whose output in the page
 has `lenet5: error:` must fail and one without must succeed, and the figures the page quotes that
 do not depend on the machine (the files dumped, the layer named, the file:line of a compile error,
-"matches cpu") must be what the binary says. For speed on CI's 2 cores the one-epoch runs take
+"matches cpu") must be what the binary says, and a compile error must name the line the sed broke. For speed on CI's 2 cores the one-epoch runs take
 640 images, not 6,400, and epoch_bench.py one round (LENET5_DOCS_FULL=1 runs them as written).
 Exit 77 (skipped) without OpenCL in the binary or without MNIST (unless LENET5_REQUIRE_MNIST=1).
 """
@@ -175,6 +175,7 @@ def run_lab(root, binary):
         os.symlink(os.path.abspath(data), os.path.join(d, "data", "mnist"))
         env = dict(os.environ, LENET5_DATA=os.path.join(d, "data", "mnist"))
         env.pop("LENET5_KERNELS", None)
+        changed = {}
         for cmd, shown in cmds:
             run = cmd
             if not full:
@@ -195,8 +196,19 @@ def run_lab(root, binary):
                 errors.append("%s: succeeded; the page shows it failing" % where)
             if not fails and r.returncode != 0:
                 errors.append("%s: failed (exit %d): %s" % (where, r.returncode, out.strip()[-600:]))
-            for pattern in (r"wrote the (\d+) embedded kernel files", r"in layer (\w+) \(",
-                            r"(lab/[\w/]+\.cl:\d+):", r"(matches cpu)"):
+            if edited is not None and before is not None:
+                old, new = before.decode().split("\n"), open(edited).read().split("\n")
+                changed[os.path.relpath(edited, d)] = [i + 1 for i, (a, b) in enumerate(zip(old, new)) if a != b]
+            # A compile error names the file and the line the sed broke (the page's line number may
+            # drift as the kernels change; the file and the behaviour may not).
+            where_err = re.search(r"(lab/[\w/]+\.cl):(\d+):", shown_text)
+            if where_err:
+                got = re.search(r"(lab/[\w/]+\.cl):(\d+):", out)
+                want_lines = changed.get(where_err.group(1), [])
+                if not got or got.group(1) != where_err.group(1) or int(got.group(2)) not in want_lines:
+                    errors.append("%s: the compiler's error should name %s at line %s, the binary says %r" %
+                                  (where, where_err.group(1), want_lines, got.group(0) if got else None))
+            for pattern in (r"wrote the (\d+) embedded kernel files", r"in layer (\w+) \(", r"(matches cpu)"):
                 want = re.search(pattern, shown_text)
                 if want and want.group(1) not in (re.findall(pattern, out) or [None]):
                     errors.append("%s: the page says %r, the binary %r" %
