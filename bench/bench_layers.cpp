@@ -143,7 +143,7 @@ void update(benchmark::State& state, const HostOps* ops, const Network& net) {
     Rng rng(6);
     std::vector<float> p = init_params(net, 1), v(p.size(), 0.0f), g = random_vector(p.size(), rng);
     for (auto _ : state) {
-        ops->update(p.data(), v.data(), g.data(), p.size(), 1e-6f, 0.9f, 5e-4f);
+        ops->update(p.data(), v.data(), g.data(), p.size(), 1e-6f, 0.9f, 5e-4f, false);
         benchmark::DoNotOptimize(p.data());
         benchmark::ClobberMemory();
     }

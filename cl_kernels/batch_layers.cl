@@ -65,9 +65,22 @@ __kernel void gather_inputs(__global const float* inputs, __global const int* ro
     out[(size_t)s * size + e] = inputs[(size_t)rows[first + s] * size + e];
 }
 
+// The softmax cross-entropy's target of output k for a sample of `label` among n outputs: the
+// one-hot label, or with -DLABEL_SMOOTHING=e (1 - e) on the label plus e/n on every output (common.h's
+// softmax_target, which this program is built without).
+inline float target_of(int k, int label, int n) {
+#ifdef LABEL_SMOOTHING
+    const float off = LABEL_SMOOTHING / (float)n;
+    return k == label ? (1.0f - LABEL_SMOOTHING) + off : off;
+#else
+    return k == label ? 1.0f : 0.0f;
+#endif
+}
+
 // The loss of one sample's outputs v [n] against its label: its loss and hit, and the output
 // layer's delta d [n] (scale = 1/count), as preprocess.h computes them.
-// squared: 0.5 sum (y - t)^2, else softmax cross-entropy.
+// squared: 0.5 sum (y - t)^2, else softmax cross-entropy (its delta against target_of, its loss
+// against the label itself).
 inline void sample_loss(__global const float* v, int label, int n, int squared, int act, float scale,
                         __global float* d, __global float* loss_at, __global int* hit_at) {
     int best = 0;
@@ -84,7 +97,7 @@ inline void sample_loss(__global const float* v, int label, int n, int squared, 
         const float mx = v[best];
         float sum = 0.0f;
         for (int k = 0; k < n; ++k) sum += exp(v[k] - mx);
-        for (int k = 0; k < n; ++k) d[k] = scale * (exp(v[k] - mx) / sum - (k == label ? 1.0f : 0.0f));
+        for (int k = 0; k < n; ++k) d[k] = scale * (exp(v[k] - mx) / sum - target_of(k, label, n));
         loss = log(sum) - (v[label] - mx);
     }
     *loss_at = loss;
@@ -177,13 +190,21 @@ __kernel void sum_rows(__global const float* part, int rows, int cols, int split
 }
 
 // SGD with momentum and L2 weight decay over the flat buffer: v = momentum*v + g + weight_decay*p;
-// p -= lr*v (the arithmetic of update.cl's sgd_momentum, which needs the per-sample kernels'
-// common.h). NDRange (round_up(n, WG)).
+// p -= lr*v, or with -DNESTEROV p -= lr*(g + weight_decay*p + momentum*v) (the arithmetic of
+// update.cl's sgd_momentum, which needs the per-sample kernels' common.h; fc_sgd and fc_sgd_data
+// do the same on vectors). NDRange (round_up(n, WG)).
 inline void sgd_at(__global float* params, __global float* velocity, int i, float g, float lr, float momentum,
                    float weight_decay) {
+#ifdef NESTEROV
+    const float gw = g + weight_decay * params[i];
+    const float v = momentum * velocity[i] + gw;
+    velocity[i] = v;
+    params[i] -= lr * (gw + momentum * v);
+#else
     const float v = momentum * velocity[i] + (g + weight_decay * params[i]);
     velocity[i] = v;
     params[i] -= lr * v;
+#endif
 }
 
 // sgd_at on parameter e of the buffer without its skip_n parameters from skip (a layer that
@@ -237,9 +258,15 @@ __kernel void fc_sgd(__global float* params, __global float* velocity, __global 
         __global float* p = params + w_off + (o0 + j) * I + i;
         __global float* v = velocity + w_off + (o0 + j) * I + i;
         __global float4* p4 = (__global float4*)p;
+#ifdef NESTEROV
+        const float4 w = *p4, gw = g[j] + weight_decay * w, vel = momentum * *(__global float4*)v + gw;
+        *(__global float4*)v = vel;
+        *p4 = w - lr * (gw + momentum * vel);
+#else
         const float4 w = *p4, vel = momentum * *(__global float4*)v + (g[j] + weight_decay * w);
         *(__global float4*)v = vel;
         *p4 = w - lr * vel;
+#endif
     }
 }
 
@@ -298,9 +325,15 @@ __kernel __attribute__((reqd_work_group_size(256, 1, 1))) void fc_sgd_data(
             dx[s4 + 2] = mad((float2)(d.s2), w, dx[s4 + 2]);
             dx[s4 + 3] = mad((float2)(d.s3), w, dx[s4 + 3]);
         }
+#ifdef NESTEROV
+        const float2 gw = g + weight_decay * w, vel = momentum * vel0 + gw;
+        *(__global float2*)v = vel;
+        *(__global float2*)p = w - lr * (gw + momentum * vel);
+#else
         const float2 vel = momentum * vel0 + (g + weight_decay * w);
         *(__global float2*)v = vel;
         *(__global float2*)p = w - lr * vel;
+#endif
     }
 #pragma unroll
     for (int s = 0; s < FD_SAMPLES; ++s) sums[(warp * FD_SAMPLES + s) * 32 + lane] = dx[s];
@@ -828,9 +861,12 @@ __kernel void conv_forward_fast(__global const float* in, __global const int* ro
     CONV_STAGE_PLANE(plane, src, IH, IW, P, LW)
     for (int e = (int)get_local_id(0); e < (o1 - o0) * FK * FK; e += (int)get_local_size(0)) wl[e] = w[o0 * FK * FK + e];
     barrier(CLK_LOCAL_MEM_FENCE);
-    __local const float* wo = wl - o0 * FK * FK;
+    // wl holds maps o0.. only: index it from o0 (a pointer wl - o0*FK*FK would point before the array).
+    __local const float* wo = wl;
+    const int wo_first = o0;
 #else
     SMALL_W const float* wo = w;
+    const int wo_first = 0;
 #endif
     if (q >= OH * QW) return;
     const int y = q / QW, x0 = q % QW * 4;
@@ -839,11 +875,12 @@ __kernel void conv_forward_fast(__global const float* in, __global const int* ro
     __global float* dst = out + (size_t)s * OC * OH * OW + y * OW + x0;
     for (int o = o0; o < o1; ++o) {
         float a0 = b[o], a1 = a0, a2 = a0, a3 = a0;
+        const int wk = (o - wo_first) * FK * FK;
 #pragma unroll
         for (int ky = 0; ky < FK; ++ky)
 #pragma unroll
             for (int kx = 0; kx < FK; ++kx) {
-                const float c = wo[o * FK * FK + ky * FK + kx];
+                const float c = wo[wk + ky * FK + kx];
                 a0 = mad(c, v[ky][kx], a0);
                 a1 = mad(c, v[ky][kx + 1], a1);
                 a2 = mad(c, v[ky][kx + 2], a2);

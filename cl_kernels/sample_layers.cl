@@ -155,8 +155,9 @@ inline void fc_rows_forward(__global const float* x, __global const float* W, __
 }
 
 // The softmax cross-entropy of the logits z [O] against the label: delta = scale * (softmax -
-// one-hot) (scale = 1/count, the gradient of the batch's mean loss), the loss, and the hit (1 when
-// the first arg-max is the label). Every item reads all the logits, in the same order.
+// target) (common.h's softmax_target: the one-hot label, or its smoothed form; scale = 1/count, the
+// gradient of the batch's mean loss), the loss (against the label itself), and the hit (1 when the
+// first arg-max is the label). Every item reads all the logits, in the same order.
 inline void softmax_loss(SCRATCH const float* z, int O, int label, float scale, __global float* delta,
                          __global float* loss, __global int* hit) {
     const int lid = (int)get_local_id(0);
@@ -167,7 +168,7 @@ inline void softmax_loss(SCRATCH const float* z, int O, int label, float scale, 
         const float mx = z[best];
         float total = 0.0f;
         for (int k = 0; k < O; ++k) total += exp(z[k] - mx);
-        for (int o = lid; o < O; o += SG) delta[o] = scale * (exp(z[o] - mx) / total - (o == label ? 1.0f : 0.0f));
+        for (int o = lid; o < O; o += SG) delta[o] = scale * (exp(z[o] - mx) / total - softmax_target(o, label, O));
         if (lid == 0) {
             *loss = log(total) - (z[label] - mx);
             *hit = best == label;

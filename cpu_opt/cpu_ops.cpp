@@ -228,7 +228,16 @@ void backward(const LayerSpec& l, const float* p, const float* in, const float* 
     }
 }
 
-void update(float* p, float* v, const float* g, size_t n, float lr, float momentum, float weight_decay) {
+void update(float* p, float* v, const float* g, size_t n, float lr, float momentum, float weight_decay,
+            bool nesterov) {
+    if (nesterov) {
+        for (size_t i = 0; i < n; ++i) {
+            const float gw = g[i] + weight_decay * p[i];
+            v[i] = momentum * v[i] + gw;
+            p[i] -= lr * (gw + momentum * v[i]);
+        }
+        return;
+    }
     for (size_t i = 0; i < n; ++i) {
         v[i] = momentum * v[i] + (g[i] + weight_decay * p[i]);
         p[i] -= lr * v[i];

@@ -41,9 +41,10 @@ struct HostOps {
     void (*backward)(const LayerSpec& layer, const float* params, const float* in, const float* out,
                      float* dout, float* din, float* grads);
 
-    // Over n parameters: v = momentum*v + g + weight_decay*p; p -= lr*v.
+    // Over n parameters: v = momentum*v + g + weight_decay*p; p -= lr*v, or with `nesterov`
+    // p -= lr*(g + weight_decay*p + momentum*v) (TrainingRule).
     void (*update)(float* params, float* velocity, const float* grads, size_t n, float lr, float momentum,
-                   float weight_decay);
+                   float weight_decay, bool nesterov);
 
     // Optional (null in `cpu`): forward and backward of one layer over `count` samples in
     // one call (in, out, dout, din are [count][size]), for the layers `batched` accepts.

@@ -987,17 +987,20 @@ struct SimdLayers {
         cpu_ops().backward(l, p, in, out, dout, din, g);
     }
 
-    // v = momentum*v + g + weight_decay*p; p -= lr*v.
-    static void update(float* p, float* v, const float* g, size_t n, float lr, float momentum, float weight_decay) {
+    // v = momentum*v + g + weight_decay*p; p -= lr*v, or with `nesterov` p -= lr*(g + weight_decay*p
+    // + momentum*v).
+    static void update(float* p, float* v, const float* g, size_t n, float lr, float momentum, float weight_decay,
+                       bool nesterov) {
         const F m = V::set1(momentum), rate = V::set1(lr), wd = V::set1(weight_decay);
         // The remainder takes the same vector arithmetic, so an element's result does not
         // depend on where a range starts (HostEngine splits the update between threads).
         for (size_t k = 0; k < n; k += N) {
             const int lanes = n - k < N ? static_cast<int>(n - k) : N;
             const F pk = load_n(p + k, lanes);
-            const F vk = V::fma(m, load_n(v + k, lanes), V::fma(wd, pk, load_n(g + k, lanes)));
+            const F gw = V::fma(wd, pk, load_n(g + k, lanes));
+            const F vk = V::fma(m, load_n(v + k, lanes), gw);
             store_n(v + k, vk, lanes);
-            store_n(p + k, V::fnma(rate, vk, pk), lanes);
+            store_n(p + k, V::fnma(rate, nesterov ? V::fma(m, vk, gw) : vk, pk), lanes);
         }
     }
 };

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
 #include "test_support.h"
@@ -28,7 +29,8 @@ TEST(Cli, HelpAndVersion) {
     EXPECT_NE(r.out.find("lenet5 train"), std::string::npos);
     for (const char* flag : {"--variant", "--device", "--epochs", "--batch", "--lr", "--momentum", "--seed",
                              "--train-limit", "--test-limit", "--data", "--json", "--save", "--resume", "--model",
-                             "--group", "lenet5 tune", "--groups", "--steps", "--cache"})
+                             "--group", "lenet5 tune", "--groups", "--steps", "--cache", "--schedule", "--warmup",
+                             "--nesterov", "--label-smoothing", "--target-accuracy", "--eval-every"})
         EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
     EXPECT_EQ(run("train --help").status, 0);
     r = run("--version");
@@ -149,4 +151,58 @@ TEST(Cli, EvalOfABrokenCheckpointExitsOne) {
     const Result r = run("eval --model " + bad + " --variant cpu");
     EXPECT_EQ(r.status, 1);
     EXPECT_EQ(r.err, "lenet5: error: " + bad + ": not a lenet5 checkpoint (bad magic)\n");
+}
+
+// --target-accuracy and --eval-every: the time to accuracy on its own line after the table and in
+// the JSON; a target never met is said so, and the run still exits 0. 1% is met by the first
+// evaluation (after 2 of the epoch's 20 steps).
+TEST(Cli, TargetAccuracyReportsTheTimeToItOrThatItWasNotReached) {
+    const std::string dir = lenet5::test::mnist_dir();
+    if (dir.empty()) GTEST_SKIP() << "MNIST not fetched (run data/fetch_mnist.sh)";
+    const std::string json = ::testing::TempDir() + "lenet5_cli_tta.json";
+    const std::string common = "train --variant cpu --epochs 1 --train-limit 640 --test-limit 100 --batch 32 --data " +
+                               dir + " --json " + json;
+    Result r = run(common + " --target-accuracy 1% --eval-every 2");
+    ASSERT_EQ(r.status, 0) << r.err;
+    const size_t line = r.out.find("\ntime to 1.00%: ");
+    ASSERT_NE(line, std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(" at step 2 (epoch 0.10), ", line), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(" s wall with the evaluations\n", line), std::string::npos) << r.out;
+    EXPECT_LT(r.out.find("\n    1 "), line) << "after the table: " << r.out;
+    auto report = nlohmann::json::parse(slurp(json));
+    auto t = report["time_to_accuracy"];
+    EXPECT_EQ(t["target"].get<double>(), 0.01);
+    EXPECT_TRUE(t["reached"].get<bool>());
+    EXPECT_EQ(t["step"].get<int>(), 2);
+    EXPECT_DOUBLE_EQ(t["epoch"].get<double>(), 0.1);
+    EXPECT_GE(t["test_accuracy"].get<double>(), 0.01);
+    EXPECT_GT(t["train_seconds"].get<double>(), 0.0);
+    EXPECT_GT(t["wall_seconds"].get<double>(), t["train_seconds"].get<double>());
+    ASSERT_EQ(report["evaluations"].size(), 1u);
+    EXPECT_EQ(report["epochs"][0]["epoch"].get<int>(), 1);
+
+    r = run(common + " --target-accuracy 1.0");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("\ntime to 100.00%: not reached in 20 steps (epoch 1.00; best "), std::string::npos) << r.out;
+    report = nlohmann::json::parse(slurp(json));
+    EXPECT_FALSE(report["time_to_accuracy"]["reached"].get<bool>());
+    EXPECT_EQ(report["time_to_accuracy"]["step"].get<int>(), 20);
+    EXPECT_EQ(report.count("evaluations"), 0u);  // only with --eval-every
+}
+
+TEST(Cli, BadScheduleAndTargetFlagsExitTwoWithOneLine) {
+    expect_usage_error("train --target-accuracy 0", "--target-accuracy: 0 is out of range");
+    expect_usage_error("train --target-accuracy 101%", "out of range");
+    expect_usage_error("train --target-accuracy 99", "out of range");
+    expect_usage_error("train --target-accuracy high", "'high' is not an accuracy (e.g. 0.99 or 99%)");
+    expect_usage_error("train --eval-every 0", "out of range");
+    expect_usage_error("train --schedule linear", "--schedule: 'linear' is not step, onecycle or cosine");
+    expect_usage_error("train --warmup -1", "out of range");
+    expect_usage_error("train --label-smoothing 1", "out of range");
+    // Rules of several settings or of the model, checked before any data is read.
+    expect_usage_error("train --schedule cosine --lr-decay 0.9 --data /nonexistent",
+                       "--lr-decay applies to the step schedule, not --schedule cosine");
+    expect_usage_error("train --warmup 2 --epochs 2 --data /nonexistent", "is not shorter than the run (2 epochs)");
+    expect_usage_error("train --model mlp --label-smoothing 0.1 --data /nonexistent",
+                       "--label-smoothing needs a softmax cross-entropy loss; model mlp uses squared");
 }

@@ -74,11 +74,27 @@ std::string help_text() {
            "                   averaged every K steps and at the end of every epoch\n"
            "  --epochs N       train up to epoch N (default: the model's, else 10)\n"
            "  --batch B        mini-batch size (default: the model's, else 64)\n"
-           "  --lr X           learning rate of the first epoch (default: the model's, else 0.05)\n"
-           "  --lr-decay G     multiply the learning rate by G after every epoch, 0 < G <= 1\n"
-           "                   (default: the model's, else 0.8)\n"
+           "  --lr X           learning rate of the first epoch, or the peak of a schedule (default: the\n"
+           "                   model's, else 0.05)\n"
+           "  --lr-decay G     multiply the learning rate by G after every epoch, 0 < G <= 1, with the\n"
+           "                   step schedule (default: the model's, else 0.8)\n"
            "  --momentum M     SGD momentum, 0 <= M < 1 (default: the model's, else 0.9)\n"
            "  --weight-decay W L2 weight decay, 0 <= W < 1 (default: the model's, else 0.0005)\n"
+           "  --schedule S     the learning rate per step: step (the default: x G per epoch, --lr-decay),\n"
+           "                   onecycle (linear from --lr down to 0 at the run's end) or cosine (half a\n"
+           "                   cosine from --lr down to 0); each one after any warm-up\n"
+           "  --warmup E       a linear warm-up over the first E epochs (fractions allowed, rounded to\n"
+           "                   whole steps): step t of W runs at (t+1)/W of the rate (default 0)\n"
+           "  --nesterov       Nesterov momentum\n"
+           "  --label-smoothing E  softmax models: train towards 1-E on the label plus E/classes on\n"
+           "                   every class, 0 <= E < 1 (default 0; the reported loss stays plain)\n"
+           "                   (these four are also keys of a model file's train line: schedule=,\n"
+           "                   warmup=, nesterov, label-smoothing=)\n"
+           "  --target-accuracy A  stop at the first evaluation whose test accuracy is at least A\n"
+           "                   (0.99 or 99%); after the table, the time to it: training seconds, and\n"
+           "                   wall seconds with the evaluations (exit 0 when it is never reached)\n"
+           "  --eval-every N   also evaluate on the test set every N steps, counted from epoch 1\n"
+           "                   (default: at each epoch's end only)\n"
            "  --seed S         seed of the initial weights and the shuffles (default 1)\n"
            "  --train-limit N  use only the first N training images (default: all 60000)\n"
            "  --test-limit N   use only the first N test images (default: all 10000)\n"
@@ -106,7 +122,7 @@ std::string help_text() {
            "  --model M        as for train (default lenet5)\n"
            "  --batch B        images per step (default: the model's, else 64)\n"
            "  --batches N      training steps compared, each on the next batch of MNIST's training set (default 3)\n"
-           "  --device N, --group N, --threads N, --data DIR, --kernels DIR  as for train\n"
+           "  --device N, --group N, --threads N, --conv-algo A, --data DIR, --kernels DIR  as for train\n"
            "  --json FILE      also write every comparison as JSON (- for standard output)\n"
            "\n"
            "kernels options: runs a few training steps of random images with every launch profiled\n"
@@ -199,6 +215,21 @@ long long parse_int(const std::string& flag, const std::string& text, long long 
 
 int parse_count(const std::string& flag, const std::string& text, int lo) {
     return static_cast<int>(parse_int(flag, text, lo, std::numeric_limits<int>::max()));
+}
+
+// A fraction 0 < A <= 1 written as such (0.99) or as a percentage (99%).
+double parse_accuracy(const std::string& flag, const std::string& text) {
+    const bool percent = !text.empty() && text.back() == '%';
+    const std::string number = percent ? text.substr(0, text.size() - 1) : text;
+    errno = 0;
+    char* end = nullptr;
+    const double v = std::strtod(number.c_str(), &end);
+    if (number.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v))
+        throw UsageError(flag + ": '" + text + "' is not an accuracy (e.g. 0.99 or 99%)");
+    const double fraction = percent ? v / 100.0 : v;
+    if (fraction <= 0.0 || fraction > 1.0)
+        throw UsageError(flag + ": " + text + " is out of range (above 0, at most 1 or 100%)");
+    return fraction;
 }
 
 int parse_power_of_two(const std::string& flag, const std::string& text) {
@@ -319,6 +350,7 @@ void parse_check_option(const std::string& flag, ArgReader& r, CheckOptions& o) 
     else if (flag == "--device") o.engine.device = parse_count(flag, r.value(flag), 0);
     else if (flag == "--group") o.engine.group = parse_power_of_two(flag, r.value(flag));
     else if (flag == "--threads") o.engine.threads = parse_count(flag, r.value(flag), 1);
+    else if (flag == "--conv-algo") o.engine.conv_algo = conv::parse_algo(r.value(flag));
     else if (flag == "--data") o.data_dir = non_empty(flag, r);
     else if (flag == "--json") o.json_path = non_empty(flag, r);
     else throw UsageError("unknown option '" + flag + "' for check (try `lenet5 --help`)");
@@ -396,6 +428,15 @@ Command parse_command_line(const std::vector<std::string>& args) {
             else if (flag == "--lr-decay") t.lr_decay = parse_float(flag, r.value(flag), 0.0f, 1.0f, false);
             else if (flag == "--weight-decay") t.weight_decay = parse_float(flag, r.value(flag), 0.0f, 1.0f, true);
             else if (flag == "--momentum") t.momentum = parse_float(flag, r.value(flag), 0.0f, 1.0f, true);
+            else if (flag == "--schedule") {
+                const std::string v = r.value(flag);
+                t.schedule = parse_schedule(v);
+                if (!t.schedule) throw UsageError(flag + ": '" + v + "' is not step, onecycle or cosine");
+            } else if (flag == "--warmup") t.warmup = parse_float(flag, r.value(flag), 0.0f, 1e5f, false);
+            else if (flag == "--nesterov") t.nesterov = true;
+            else if (flag == "--label-smoothing") t.label_smoothing = parse_float(flag, r.value(flag), 0.0f, 1.0f, true);
+            else if (flag == "--target-accuracy") t.target_accuracy = parse_accuracy(flag, r.value(flag));
+            else if (flag == "--eval-every") t.eval_every = parse_count(flag, r.value(flag), 1);
             else if (flag == "--seed") t.seed = static_cast<uint64_t>(parse_int(flag, r.value(flag), 0, std::numeric_limits<long long>::max()));
             else if (flag == "--train-limit") t.train_limit = parse_count(flag, r.value(flag), 1);
             else if (flag == "--save") t.save_path = r.value(flag);

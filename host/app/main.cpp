@@ -63,6 +63,7 @@ int run_train(const TrainOptions& options) {
     const TrainResult result = train(options, observer);
     bar.clear();
     if (!root) return result.stopped_by ? 128 + result.stopped_by : 0;
+    if (result.time_to_accuracy && !result.stopped_by) print_time_to_accuracy(std::cout, *result.time_to_accuracy);
     if (options.kernel_profile) print_kernel_profile(std::cout, result.epochs);
     if (!options.json_path.empty()) write_file_atomic(options.json_path, train_report_json(result, options));
     if (result.stopped_by) {

@@ -11,8 +11,12 @@ void print_run_header(std::ostream& out, const RunInfo& info, const TrainOptions
         << info.platform << "], " << info.train_samples << " training / " << info.test_samples << " test images ("
         << o.dataset << ")\n"
         << "        batch " << s.batch << ", lr " << s.lr;
-    if (s.lr_decay != 1.0f) out << " (x" << s.lr_decay << " per epoch)";
-    out << ", momentum " << s.momentum << ", weight decay " << s.weight_decay << ", seed " << s.seed << "\n";
+    if (s.schedule != Schedule::Step) out << " (" << schedule_name(s.schedule) << ")";
+    else if (s.lr_decay != 1.0f) out << " (x" << s.lr_decay << " per epoch)";
+    if (s.warmup > 0.0f) out << ", warm-up " << s.warmup << (s.warmup == 1.0f ? " epoch" : " epochs");
+    out << ", momentum " << s.momentum << (s.nesterov ? " (Nesterov)" : "") << ", weight decay " << s.weight_decay;
+    if (s.label_smoothing > 0.0f) out << ", label smoothing " << s.label_smoothing;
+    out << ", seed " << s.seed << "\n";
 }
 
 void print_table_header(std::ostream& out) {
@@ -37,6 +41,21 @@ void print_table_row(std::ostream& out, const EpochResult& r) {
         out << line;
     }
     out << std::flush;
+}
+
+void print_time_to_accuracy(std::ostream& out, const TimeToAccuracy& t) {
+    char line[200];
+    if (t.reached)
+        std::snprintf(line, sizeof line,
+                      "time to %.2f%%: %.2f%% at step %lld (epoch %.2f), %.3f s training, %.3f s wall with the evaluations\n",
+                      100.0 * t.target, 100.0 * t.at.test_accuracy, static_cast<long long>(t.at.step), t.at.epoch,
+                      t.at.train_seconds, t.at.wall_seconds);
+    else
+        std::snprintf(line, sizeof line,
+                      "time to %.2f%%: not reached in %lld steps (epoch %.2f; best %.2f%%), %.3f s training, %.3f s wall\n",
+                      100.0 * t.target, static_cast<long long>(t.at.step), t.at.epoch, 100.0 * t.best_accuracy,
+                      t.at.train_seconds, t.at.wall_seconds);
+    out << line;
 }
 
 void print_kernel_profile(std::ostream& out, const std::vector<EpochResult>& epochs) {
@@ -130,8 +149,12 @@ std::string train_report_json(const TrainResult& result, const TrainOptions& o) 
     j["batch"] = s.batch;
     j["lr"] = s.lr;
     j["lr_decay"] = s.lr_decay;
+    j["schedule"] = schedule_name(s.schedule);
+    j["warmup_epochs"] = s.warmup;
     j["momentum"] = s.momentum;
+    j["nesterov"] = s.nesterov;
     j["weight_decay"] = s.weight_decay;
+    j["label_smoothing"] = s.label_smoothing;
     j["seed"] = s.seed;
     j["train_samples"] = result.info.train_samples;
     j["test_samples"] = result.info.test_samples;
@@ -163,6 +186,30 @@ std::string train_report_json(const TrainResult& result, const TrainOptions& o) 
         j["epochs"].push_back(e);
     }
     j["final_test_accuracy"] = result.epochs.empty() ? 0.0 : result.epochs.back().test_accuracy;
+    auto put = [](nlohmann::ordered_json& into, const Evaluation& e) {
+        into["step"] = e.step;
+        into["epoch"] = e.epoch;
+        into["test_loss"] = e.test_loss;
+        into["test_accuracy"] = e.test_accuracy;
+        into["train_seconds"] = e.train_seconds;
+        into["wall_seconds"] = e.wall_seconds;
+    };
+    if (o.eval_every > 0) {
+        j["evaluations"] = nlohmann::ordered_json::array();
+        for (const Evaluation& e : result.evaluations) {
+            nlohmann::ordered_json row;
+            put(row, e);
+            j["evaluations"].push_back(row);
+        }
+    }
+    if (const auto& t = result.time_to_accuracy) {
+        nlohmann::ordered_json tta;
+        tta["target"] = t->target;
+        tta["reached"] = t->reached;
+        put(tta, t->at);  // not reached: where the run ended instead
+        tta["best_accuracy"] = t->best_accuracy;
+        j["time_to_accuracy"] = tta;
+    }
     return j.dump(2) + "\n";
 }
 

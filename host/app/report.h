@@ -10,6 +10,9 @@ namespace lenet5 {
 void print_run_header(std::ostream& out, const RunInfo& info, const TrainOptions& options);
 void print_table_header(std::ostream& out);
 void print_table_row(std::ostream& out, const EpochResult& r);
+// --target-accuracy: one line after the table, when it was reached and how long it took, or that it
+// was not.
+void print_time_to_accuracy(std::ostream& out, const TimeToAccuracy& t);
 // --kernel-profile: each kernel's launches and device time per training step, over all epochs.
 void print_kernel_profile(std::ostream& out, const std::vector<EpochResult>& epochs);
 

@@ -47,6 +47,19 @@ struct Counters {
     int64_t samples = 0;
 };
 
+// What a training step does beyond the rates update() takes, fixed for an engine's life (the OpenCL
+// variants compile it into their kernels). The defaults are plain momentum and one-hot targets.
+struct TrainingRule {
+    // Nesterov momentum: with v = momentum*v + g + weight_decay*p as before, p -= lr*(g +
+    // weight_decay*p + momentum*v) instead of p -= lr*v.
+    bool nesterov = false;
+    // Label smoothing e (softmax cross-entropy only): the gradient is taken against the target
+    // (1 - e) on the label plus e/classes on every class. The loss the counters sum stays the
+    // cross-entropy against the label itself, so runs with and without it compare.
+    float label_smoothing = 0.0f;
+    bool is_default() const { return !nesterov && label_smoothing == 0.0f; }
+};
+
 class Engine {
 public:
     virtual ~Engine() = default;
@@ -77,7 +90,7 @@ public:
     // Overwrites the gradients (flat layout) before update(): with several workers, their sum.
     virtual void set_gradients(const std::vector<float>& gradients) = 0;
     // SGD with momentum and L2 weight decay over the whole flat buffer:
-    // v = momentum*v + g + weight_decay*p; p -= lr*v.
+    // v = momentum*v + g + weight_decay*p; p -= lr*v (or Nesterov's step, TrainingRule).
     virtual void update(float lr, float momentum, float weight_decay) = 0;
 
     virtual Counters take_counters() = 0;  // waits for the queued work

@@ -83,17 +83,20 @@ std::unique_ptr<Engine> make_engine(const Network& net, const EngineRequest& req
     const std::string variant = resolve_variant(request.variant);
     if (!built(variant))
         throw Error("variant '" + variant + "' is not built into this binary (built: " + joined(built_variants()) + ")");
-    if (variant == "cpu") return std::make_unique<HostEngine>(net, "cpu", cpu_ops(), 1, request.inference);
+    if (request.rule.label_smoothing != 0.0f && net.loss != Loss::SoftmaxCrossEntropy)
+        throw Error("label smoothing needs a softmax cross-entropy loss; model " + net.name + " uses " + loss_name(net.loss));
+    if (variant == "cpu") return std::make_unique<HostEngine>(net, "cpu", cpu_ops(), 1, request.inference, request.rule);
 #ifdef LENET5_HAVE_SIMD
     if (variant == "avx" || variant == "omp") {
         const HostOps* ops = simd_ops();
         if (!ops) throw Error("variant '" + variant + "' needs a CPU with AVX2 and FMA; this one has neither (use --variant cpu)");
         const int threads = variant == "avx" ? 1 : (request.threads > 0 ? request.threads : default_threads());
-        return std::make_unique<HostEngine>(net, variant, *ops, threads, request.inference);
+        return std::make_unique<HostEngine>(net, variant, *ops, threads, request.inference, request.rule);
     }
 #endif
 #ifdef LENET5_HAVE_OPENCL
-    return make_opencl_engine(net, variant, request.device, request.group, request.batch, request.conv_algo, request.inference);
+    return make_opencl_engine(net, variant, request.device, request.group, request.batch, request.conv_algo,
+                              request.inference, request.rule);
 #else
     throw Error("variant '" + variant + "' is not built into this binary");
 #endif

@@ -18,6 +18,7 @@ struct EngineRequest {
     std::string workers;           // train --workers SPEC (train/training_engine.h); make_engine ignores it
     conv::ConvAlgo conv_algo = conv::ConvAlgo::Auto;  // OpenCL batch-level path: its convolutions' algorithm
     bool inference = false;  // an engine for Engine::infer() alone (no training buffers); OpenCL: the batch-level one
+    TrainingRule rule;       // Nesterov momentum, label smoothing (train --nesterov, --label-smoothing)
 };
 
 // Every variant name the program knows, built or not.
@@ -32,7 +33,7 @@ bool is_host_variant(const std::string& variant);
 
 // Resolves `auto` (gpu-local on the first GPU of any platform, else omp, else cpu) and builds
 // the engine. Throws UsageError for an unknown name and Error for a variant this build or
-// machine lacks.
+// machine lacks, or for label smoothing on a network without a softmax cross-entropy loss.
 std::unique_ptr<Engine> make_engine(const Network& net, const EngineRequest& request);
 
 }  // namespace lenet5

@@ -25,9 +25,10 @@ int part_begin(int n, int part, int parts) { return static_cast<int>(static_cast
 
 }  // namespace
 
-HostEngine::HostEngine(Network net, std::string variant, const HostOps& ops, int threads, bool inference_only)
+HostEngine::HostEngine(Network net, std::string variant, const HostOps& ops, int threads, bool inference_only,
+                       const TrainingRule& rule)
     : net_(std::move(net)), variant_(std::move(variant)), ops_(ops), threads_(std::max(1, threads)),
-      inference_only_(inference_only) {
+      inference_only_(inference_only), rule_(rule) {
 #ifndef LENET5_HAVE_OPENMP
     threads_ = 1;
 #endif
@@ -292,7 +293,8 @@ void HostEngine::forward(Split split, int first, int count) {
                 const int label = data.labels[static_cast<size_t>(order ? order[first + s] : first + s)];
                 losses_[static_cast<size_t>(s)] =
                     sample_loss(net_.loss, acts_[L].data() + static_cast<size_t>(s) * net_.classes, net_.classes,
-                                label, scale, dlogits_.data() + static_cast<size_t>(s) * net_.classes, hit);
+                                label, rule_.label_smoothing, scale,
+                                dlogits_.data() + static_cast<size_t>(s) * net_.classes, hit);
                 hits_[static_cast<size_t>(s)] = hit;
             }
     });
@@ -519,7 +521,7 @@ void HostEngine::update(float lr, float momentum, float weight_decay) {
                                outer_[grads_buf_][r.layer].d.data(), lr);
             else
                 ops_.update(params_.data() + r.begin, velocity_.data() + r.begin, grads_.data() + r.begin,
-                            r.end - r.begin, lr, momentum, weight_decay);
+                            r.end - r.begin, lr, momentum, weight_decay, rule_.nesterov);
         }
         velocity_outer_ = true;  // the velocity of those layers is now the gradient
         velocity_buf_ = grads_buf_;
@@ -542,7 +544,7 @@ void HostEngine::update(float lr, float momentum, float weight_decay) {
         const size_t begin = n * static_cast<size_t>(part) / static_cast<size_t>(T) / 16 * 16;
         const size_t end = part + 1 == T ? n : n * static_cast<size_t>(part + 1) / static_cast<size_t>(T) / 16 * 16;
         ops_.update(params_.data() + begin, velocity_.data() + begin, grads_.data() + begin, end - begin, lr, momentum,
-                    weight_decay);
+                    weight_decay, rule_.nesterov);
     }
     });
     t.update_ms = ms_since(t0);

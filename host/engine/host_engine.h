@@ -39,8 +39,9 @@ public:
     // for a given thread count.
     // inference_only: an engine for infer() alone (with set_params and params), without the
     // gradients and momentum of training (VGG16's would be 553 MB each, and one more per thread);
-    // the training calls then throw Error.
-    HostEngine(Network net, std::string variant, const HostOps& ops, int threads, bool inference_only = false);
+    // the training calls then throw Error. rule: Nesterov momentum, label smoothing (engine.h).
+    HostEngine(Network net, std::string variant, const HostOps& ops, int threads, bool inference_only = false,
+               const TrainingRule& rule = {});
 
     std::string variant() const override { return variant_; }
     std::string device() const override;
@@ -134,6 +135,7 @@ private:
     const HostOps& ops_;
     int threads_;
     bool inference_only_;
+    TrainingRule rule_;
 
     std::vector<float> params_, velocity_, grads_;
     std::vector<std::vector<float>> part_grads_;  // parts 1..: gradients (part 0 adds into grads_)

@@ -37,19 +37,20 @@ inline void images_to_lanes(const uint8_t* const* images, int n, int lanes, int 
         }
 }
 
-// Softmax cross-entropy of one sample. Writes dLoss/dlogits scaled by `scale`
-// (1/batch for a mean loss), returns the loss; `correct` when the arg-max is the label
-// (the first maximum wins ties).
-inline float softmax_cross_entropy(const float* logits, int n, int label, float scale, float* dlogits,
-                                   bool& correct) {
+// Softmax cross-entropy of one sample. Writes dLoss/dlogits scaled by `scale` (1/batch for a mean
+// loss) against the target (1 - smoothing) on the label plus smoothing/n on every output (the
+// one-hot label without smoothing), returns the loss against the label itself; `correct` when the
+// arg-max is the label (the first maximum wins ties).
+inline float softmax_cross_entropy(const float* logits, int n, int label, float smoothing, float scale,
+                                   float* dlogits, bool& correct) {
     int best = 0;
     for (int k = 1; k < n; ++k)
         if (logits[k] > logits[best]) best = k;
     const float mx = logits[best];
     float sum = 0.0f;
     for (int k = 0; k < n; ++k) sum += std::exp(logits[k] - mx);
-    for (int k = 0; k < n; ++k)
-        dlogits[k] = scale * (std::exp(logits[k] - mx) / sum - (k == label ? 1.0f : 0.0f));
+    const float off = smoothing / static_cast<float>(n), on = (1.0f - smoothing) + off;
+    for (int k = 0; k < n; ++k) dlogits[k] = scale * (std::exp(logits[k] - mx) / sum - (k == label ? on : off));
     correct = best == label;
     return std::log(sum) - (logits[label] - mx);
 }
@@ -68,11 +69,11 @@ inline float squared_error(const float* y, int n, int label, float scale, float*
     return loss;
 }
 
-// The network's loss of one sample's outputs.
-inline float sample_loss(Loss loss, const float* outputs, int n, int label, float scale, float* doutputs,
-                         bool& correct) {
+// The network's loss of one sample's outputs (smoothing: softmax cross-entropy's label smoothing).
+inline float sample_loss(Loss loss, const float* outputs, int n, int label, float smoothing, float scale,
+                         float* doutputs, bool& correct) {
     return loss == Loss::SquaredError ? squared_error(outputs, n, label, scale, doutputs, correct)
-                                      : softmax_cross_entropy(outputs, n, label, scale, doutputs, correct);
+                                      : softmax_cross_entropy(outputs, n, label, smoothing, scale, doutputs, correct);
 }
 
 }  // namespace lenet5

@@ -213,7 +213,18 @@ Model parse_lines(const std::vector<Line>& lines, const std::string& source) {
                 if (auto v = s.take("lr-decay")) r.lr_decay = p.number("lr-decay", *v, 1e-9f, 1.0f);
                 if (auto v = s.take("momentum")) r.momentum = p.number("momentum", *v, 0.0f, 0.999f);
                 if (auto v = s.take("weight-decay")) r.weight_decay = p.number("weight-decay", *v, 0.0f, 0.999f);
+                if (auto v = s.take("schedule")) {
+                    r.schedule = parse_schedule(*v);
+                    if (!r.schedule) p.fail("schedule: '" + *v + "' is not step, onecycle or cosine");
+                }
+                if (auto v = s.take("warmup")) r.warmup = p.number("warmup", *v, 0.0f, 100000.0f);
+                r.nesterov = s.flag("nesterov");
+                if (auto v = s.take("label-smoothing")) r.label_smoothing = p.number("label-smoothing", *v, 0.0f, 0.999f);
                 s.finish();
+                if (r.lr_decay && r.schedule && *r.schedule != Schedule::Step)
+                    p.fail("lr-decay applies to schedule=step, not " + std::string(schedule_name(*r.schedule)));
+                if (r.warmup && r.epochs && *r.warmup >= static_cast<float>(*r.epochs))
+                    p.fail("warmup is not shorter than the run (epochs=" + std::to_string(*r.epochs) + ")");
                 continue;
             }
             if (word != "conv" && word != "subsample" && word != "maxpool" && word != "avgpool" && word != "fc")
@@ -287,6 +298,8 @@ Model parse_lines(const std::vector<Line>& lines, const std::string& source) {
     } catch (const Error& e) {
         throw Error(source + ": " + e.what());
     }
+    if (m.recipe.label_smoothing.value_or(0.0f) != 0.0f && m.net.loss != Loss::SoftmaxCrossEntropy)
+        throw Error(source + ": train label-smoothing needs the softmax loss; this model's is " + loss_name(m.net.loss));
     return m;
 }
 

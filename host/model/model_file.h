@@ -11,6 +11,8 @@
 //   fc     F1 units=200 act=sigmoid     activations: none, tanh, sigmoid, relu
 //   loss   squared                      or softmax (the default; the last layer then has act=none)
 //   train  batch=1 lr=0.1 lr-decay=1 momentum=0 weight-decay=0 epochs=1
+//          [schedule=step|onecycle|cosine warmup=EPOCHS nesterov label-smoothing=E]
+//                                       as train's flags of the same names (lr-decay: step only)
 //
 // A conv line ending in `table` is followed by one row per input map, one column per
 // output map: `X` where the output map reads the input map, `.` where it does not.
@@ -21,13 +23,16 @@
 #include <vector>
 
 #include "model/network.h"
+#include "train/lr_schedule.h"
 
 namespace lenet5 {
 
 // The `train` line: each setting the file gives (command-line flags still override).
 struct TrainRecipe {
     std::optional<int> batch, epochs;
-    std::optional<float> lr, lr_decay, momentum, weight_decay;
+    std::optional<float> lr, lr_decay, momentum, weight_decay, warmup, label_smoothing;
+    std::optional<Schedule> schedule;
+    bool nesterov = false;
 };
 
 struct Model {

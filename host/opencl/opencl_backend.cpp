@@ -41,7 +41,8 @@ MemoryVariant memory_variant(const std::string& variant) {
 }  // namespace
 
 std::unique_ptr<Engine> make_opencl_engine(const Network& net, const std::string& variant, int device, int group,
-                                           int batch, conv::ConvAlgo conv_algo, bool inference) {
+                                           int batch, conv::ConvAlgo conv_algo, bool inference,
+                                           const TrainingRule& rule) {
     const MemoryVariant memory = memory_variant(variant);
     auto rt = std::make_shared<DeviceRuntime>(select_opencl_device(device));
     const OpenCLDevice& dev = rt->device();
@@ -52,7 +53,7 @@ std::unique_ptr<Engine> make_opencl_engine(const Network& net, const std::string
         throw Error("LENET5_OPENCL_PATH is '" + path + "'; it takes batch or sample");
     // Inference runs on the batch-level engine: the per-sample one fuses each sample's training step.
     if (inference || path == "batch" || (path.empty() && !per_sample_fits(net, memory, *rt)))
-        return std::make_unique<OpenCLBatchEngine>(net, memory, std::move(rt), conv_algo, inference);
+        return std::make_unique<OpenCLBatchEngine>(net, memory, std::move(rt), conv_algo, inference, rule);
     std::string origin = group ? "--group" : "default", knobs;
     if (!group && batch > 0) {
         // A broken cache costs the tuning, not the run.
@@ -69,7 +70,7 @@ std::unique_ptr<Engine> make_opencl_engine(const Network& net, const std::string
             std::cerr << "lenet5: warning: " << e.what() << "; using the default work-group size and knobs\n";
         }
     }
-    return std::make_unique<OpenCLEngine>(net, memory, std::move(rt), group, origin, knobs);
+    return std::make_unique<OpenCLEngine>(net, memory, std::move(rt), group, origin, knobs, rule);
 }
 
 std::unique_ptr<Engine> make_sample_engine(const Network& net, const std::string& variant, int device, int group,

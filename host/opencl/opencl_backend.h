@@ -15,10 +15,11 @@ namespace lenet5 {
 // `group` items per sample; 0: the group `lenet5 tune` cached for this device, variant and
 // `batch` (tuning_cache.h), with its knob settings, else the default.
 // Throws Error when there is no such device or it lacks what the variant needs.
-// conv_algo: the batch-level engine's convolution algorithm (OpenCLBatchEngine).
+// conv_algo: the batch-level engine's convolution algorithm (OpenCLBatchEngine); rule: compiled into
+// the kernels (TrainingRule).
 std::unique_ptr<Engine> make_opencl_engine(const Network& net, const std::string& variant, int device, int group,
                                            int batch, conv::ConvAlgo conv_algo = conv::ConvAlgo::Auto,
-                                           bool inference = false);
+                                           bool inference = false, const TrainingRule& rule = {});
 
 // The per-sample engine of `variant` (`lenet5 tune`'s knob candidates): `group` items per sample, the
 // kernels' `knobs` (opencl_program.h's knob_options). Throws Error as above, or when the network

@@ -89,8 +89,8 @@ cl::NDRange rows_of(size_t per_row, size_t rows, size_t wg) { return cl::NDRange
 }  // namespace
 
 OpenCLBatchEngine::OpenCLBatchEngine(Network net, MemoryVariant memory, std::shared_ptr<DeviceRuntime> runtime,
-                                     conv::ConvAlgo conv_algo, bool inference_only)
-    : OpenCLEngineBase(std::move(net), memory, std::move(runtime), kTimeEvery, inference_only),
+                                     conv::ConvAlgo conv_algo, bool inference_only, const TrainingRule& rule)
+    : OpenCLEngineBase(std::move(net), memory, std::move(runtime), kTimeEvery, inference_only, rule),
       conv_algo_(conv_algo),
       tuned_conv_(conv::tuned_conv_algos(rt_->device().platform_name, rt_->device().name, rt_->device().driver)) {
     cl_checked([&] {

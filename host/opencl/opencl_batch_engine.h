@@ -32,8 +32,10 @@ public:
     // inference_only: an engine for infer() alone (opencl_engine_base.h), without the buffers and
     // kernels of training; gpu-constant then checks only the layers whose inference reads __constant
     // memory (VGG16's convolutions go through OpenCLConv and __global memory).
+    // rule: compiled into the kernels (opencl_engine_base.h).
     OpenCLBatchEngine(Network net, MemoryVariant memory, std::shared_ptr<DeviceRuntime> runtime,
-                      conv::ConvAlgo conv_algo = conv::ConvAlgo::Auto, bool inference_only = false);
+                      conv::ConvAlgo conv_algo = conv::ConvAlgo::Auto, bool inference_only = false,
+                      const TrainingRule& rule = {});
 
     std::string device() const override {
         return rt_->device().name + (tensor_cores_ ? " (batch-level), GEMMs on tensor cores (3xTF32)" : " (batch-level)");

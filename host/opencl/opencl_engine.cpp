@@ -53,8 +53,8 @@ int persistent_setting() {
 }  // namespace
 
 OpenCLEngine::OpenCLEngine(Network net, MemoryVariant memory, std::shared_ptr<DeviceRuntime> runtime, int group,
-                           std::string group_origin, std::string knobs)
-    : OpenCLEngineBase(std::move(net), memory, std::move(runtime), kTimeEvery),
+                           std::string group_origin, std::string knobs, const TrainingRule& rule)
+    : OpenCLEngineBase(std::move(net), memory, std::move(runtime), kTimeEvery, false, rule),
       group_origin_(std::move(group_origin)),
       knobs_(std::move(knobs)) {
     if (group < 0 || (group & (group - 1)) != 0)

@@ -45,8 +45,9 @@ public:
     // group: items per sample's work-group, a power of two (0: the default, 256 or the device's
     // limit if lower); group_origin says where it came from (device() shows it).
     // knobs: the kernels' knob settings (opencl_program.h's knob_options; "": their defaults).
+    // rule: compiled into the kernels (opencl_engine_base.h).
     OpenCLEngine(Network net, MemoryVariant memory, std::shared_ptr<DeviceRuntime> runtime, int group = 0,
-                 std::string group_origin = "default", std::string knobs = "");
+                 std::string group_origin = "default", std::string knobs = "", const TrainingRule& rule = {});
 
     int group() const { return static_cast<int>(group_); }
 

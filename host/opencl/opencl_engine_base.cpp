@@ -1,6 +1,7 @@
 #include "opencl/opencl_engine_base.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <numeric>
@@ -11,10 +12,11 @@
 namespace lenet5 {
 
 OpenCLEngineBase::OpenCLEngineBase(Network net, MemoryVariant memory, std::shared_ptr<DeviceRuntime> runtime,
-                                   int sample_every, bool inference_only)
+                                   int sample_every, bool inference_only, const TrainingRule& rule)
     : net_(std::move(net)),
       memory_(memory),
       inference_only_(inference_only),
+      rule_(rule),
       rt_(std::move(runtime)),
       timeline_(rt_, sample_every),
       wg_(floor_pow2(std::min(size_t{256}, rt_->max_group()))),
@@ -36,6 +38,17 @@ OpenCLEngineBase::OpenCLEngineBase(Network net, MemoryVariant memory, std::share
     });
 }
 
+// The order's non-blocking upload reads order_host_ when the device gets to it: wait for it before
+// order_host_ goes, also when an exception (a launch the device refused) leaves a step half enqueued.
+// Without this the upload, and the step's kernels after it, read freed memory as row numbers.
+OpenCLEngineBase::~OpenCLEngineBase() {
+    if (!order_written_()) return;
+    try {
+        order_written_.wait();
+    } catch (...) {  // a failed command before it: nothing more to do at teardown
+    }
+}
+
 std::string OpenCLEngineBase::variant() const {
     switch (memory_) {
         case MemoryVariant::Global: return "gpu";
@@ -49,8 +62,16 @@ std::string OpenCLEngineBase::build_options(const std::string& extra) const {
     const char* memory = memory_ == MemoryVariant::Constant ? " -DMEM_CONSTANT"
                          : memory_ == MemoryVariant::Local  ? " -DMEM_LOCAL"
                                                             : "";
+    std::string rule;
+    if (rule_.nesterov) rule += " -DNESTEROV";
+    if (rule_.label_smoothing != 0.0f) {
+        // A hexadecimal literal carries the host's float exactly.
+        char literal[32];
+        std::snprintf(literal, sizeof literal, "%af", static_cast<double>(rule_.label_smoothing));
+        rule += std::string(" -DLABEL_SMOOTHING=") + literal;
+    }
     const char* env = std::getenv("LENET5_CL_OPTIONS");
-    return std::string("-cl-std=CL1.2") + memory + extra + (env && *env ? std::string(" ") + env : "");
+    return std::string("-cl-std=CL1.2") + memory + rule + extra + (env && *env ? std::string(" ") + env : "");
 }
 
 void OpenCLEngineBase::refuse_in_inference(const char* call) const {

@@ -32,6 +32,7 @@ class OpenCLEngineBase : public Engine, private ExchangePort {
 public:
     OpenCLEngineBase(const OpenCLEngineBase&) = delete;  // it owns its device state
     OpenCLEngineBase& operator=(const OpenCLEngineBase&) = delete;
+    ~OpenCLEngineBase() override;
 
     std::string variant() const override;
     std::string platform() const override { return rt_->device().platform_name; }
@@ -57,9 +58,10 @@ protected:
     // sample_every: the Timeline's sampling of small steps. The buffers of the parameters exist
     // afterwards; the derived engine builds program_ and then calls set_params. inference_only: an
     // engine for Engine::infer alone, with no gradients, momentum or data sets (grads_ and velocity_
-    // stay null); the calls that need them throw Error (refuse_in_inference).
+    // stay null); the calls that need them throw Error (refuse_in_inference). rule: Nesterov momentum
+    // and label smoothing, as build_options' -DNESTEROV and -DLABEL_SMOOTHING.
     OpenCLEngineBase(Network net, MemoryVariant memory, std::shared_ptr<DeviceRuntime> runtime, int sample_every,
-                     bool inference_only = false);
+                     bool inference_only = false, const TrainingRule& rule = {});
 
     struct SplitData {
         int count = 0;
@@ -100,8 +102,9 @@ protected:
     // The data set a forward(split, first, count) reads; throws Error for a batch outside it, or
     // data not uploaded or ordered yet.
     const SplitData& batch_data(Split split, int first, int count) const;
-    // The OpenCL compiler's options: OpenCL C 1.2, the variant's memory knob, `extra`, then
-    // $LENET5_CL_OPTIONS (extra options, for experiments).
+    // The OpenCL compiler's options: OpenCL C 1.2, the variant's memory knob, the training rule's
+    // options (none for the default rule), `extra`, then $LENET5_CL_OPTIONS (extra options, for
+    // experiments).
     std::string build_options(const std::string& extra) const;
 
     // Kernel `name` of `program` with its arguments set (DeviceRuntime::kernel).
@@ -121,6 +124,7 @@ protected:
     Network net_;
     MemoryVariant memory_;
     bool inference_only_;
+    TrainingRule rule_;
     std::shared_ptr<DeviceRuntime> rt_;
     // What the device did, per phase of a step (or per transfer), and the per-kernel profile.
     Timeline timeline_;

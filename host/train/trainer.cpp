@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <sstream>
 
 #include "common/error.h"
 #include "common/hash.h"
@@ -33,16 +34,44 @@ uint64_t epoch_rng_state(uint64_t seed, int epoch) {
     return seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch);
 }
 
-// Step decay per epoch: the rate of epoch e is lr * lr_decay^(e-1). It depends on
-// the epoch number alone, so resuming needs no extra state.
-float epoch_lr(const TrainSettings& o, int epoch) {
-    return o.lr * static_cast<float>(std::pow(static_cast<double>(o.lr_decay), epoch - 1));
-}
-
 void add(Counters& total, const Counters& c) {
     total.loss_sum += c.loss_sum;
     total.correct += c.correct;
     total.samples += c.samples;
+}
+
+void add(PhaseTimes& total, const PhaseTimes& t) {
+    total.forward_ms += t.forward_ms;
+    total.backward_ms += t.backward_ms;
+    total.update_ms += t.update_ms;
+    total.transfer_ms += t.transfer_ms;
+    total.reduce_ms += t.reduce_ms;
+}
+
+// Adds the engine's phase, worker and kernel times since they were last taken to the epoch's (an
+// epoch with evaluations inside it is timed in parts).
+void add_times(Engine& engine, EpochResult& r) {
+    add(r.times, engine.take_times());
+    for (const auto& [name, t] : engine.take_worker_times()) {
+        auto it = std::find_if(r.workers.begin(), r.workers.end(), [&](const auto& w) { return w.first == name; });
+        if (it == r.workers.end()) r.workers.push_back({name, t});
+        else add(it->second, t);
+    }
+    for (const KernelTime& k : engine.take_kernel_times()) add_kernel_time(r.kernels, k.name, k.launches, k.ms);
+}
+
+// The rules no flag parser can check alone: they involve the model or several settings.
+void check_settings(const TrainSettings& s, const TrainOptions& o, const Network& net) {
+    if (o.lr_decay && s.schedule != Schedule::Step)
+        throw UsageError(std::string("--lr-decay applies to the step schedule, not --schedule ") + schedule_name(s.schedule));
+    if (s.warmup >= static_cast<float>(s.epochs)) {
+        std::ostringstream what;
+        what << "--warmup " << s.warmup << " is not shorter than the run (" << s.epochs << " epochs)";
+        throw UsageError(what.str());
+    }
+    if (s.label_smoothing != 0.0f && net.loss != Loss::SoftmaxCrossEntropy)
+        throw UsageError("--label-smoothing needs a softmax cross-entropy loss; model " + net.name + " uses " +
+                         loss_name(net.loss));
 }
 
 template <class T>
@@ -54,7 +83,9 @@ std::vector<RankFact> rank_facts(const Network& net, const TrainSettings& s, con
                                  const Dataset& test, const std::vector<float>& params, int first_epoch, int first_step) {
     const std::string settings = std::to_string(s.epochs) + " " + std::to_string(s.lr) + " " + std::to_string(s.lr_decay) +
                                  " " + std::to_string(s.momentum) + " " + std::to_string(s.weight_decay) + " " +
-                                 std::to_string(s.seed);
+                                 std::to_string(s.seed) + " " + schedule_name(s.schedule) + " " +
+                                 std::to_string(s.warmup) + " " + std::to_string(s.nesterov) + " " +
+                                 std::to_string(s.label_smoothing);
     return {{"the model (network hash)", net.hash(), true},
             {"the number of training images", static_cast<uint64_t>(train.count)},
             {"the training labels (hash)", hash_of(train.labels), true},
@@ -66,7 +97,9 @@ std::vector<RankFact> rank_facts(const Network& net, const TrainSettings& s, con
             {"the batch size", static_cast<uint64_t>(s.batch)},
             {"--sync-every", static_cast<uint64_t>(o.exchange.sync_every)},
             {"--grad-precision", static_cast<uint64_t>(o.exchange.precision)},
-            {"the epochs, learning rate, decay, momentum, weight decay and seed (hash)",
+            {"--eval-every", static_cast<uint64_t>(o.eval_every)},
+            {"--target-accuracy (in millionths)", static_cast<uint64_t>(std::llround(o.target_accuracy * 1e6))},
+            {"the epochs, learning rate, schedule, momentum, weight decay, seed and loss settings (hash)",
              fnv1a(settings.data(), settings.size()), true}};
 }
 }  // namespace
@@ -110,8 +143,12 @@ TrainSettings resolve_settings(const TrainOptions& o, const TrainRecipe& recipe)
     s.batch = o.batch.value_or(recipe.batch.value_or(s.batch));
     s.lr = o.lr.value_or(recipe.lr.value_or(s.lr));
     s.lr_decay = o.lr_decay.value_or(recipe.lr_decay.value_or(s.lr_decay));
+    s.schedule = o.schedule.value_or(recipe.schedule.value_or(s.schedule));
+    s.warmup = o.warmup.value_or(recipe.warmup.value_or(s.warmup));
     s.momentum = o.momentum.value_or(recipe.momentum.value_or(s.momentum));
     s.weight_decay = o.weight_decay.value_or(recipe.weight_decay.value_or(s.weight_decay));
+    s.nesterov = o.nesterov || recipe.nesterov;
+    s.label_smoothing = o.label_smoothing.value_or(recipe.label_smoothing.value_or(s.label_smoothing));
     s.seed = o.seed;
     return s;
 }
@@ -134,9 +171,11 @@ TrainResult train(const TrainOptions& o, const TrainObserver& observer) {
             throw Error(o.resume_path + ": checkpoint has already trained " + std::to_string(resume.epoch) +
                         " epochs; --epochs " + std::to_string(opt.epochs) + " asks for no more");
     }
+    check_settings(opt, o, net);
     // The engine first: a bad --variant or --device is reported before the data loads.
     EngineRequest request = o.engine;
     request.batch = opt.batch;  // the OpenCL variants' tuned work-group size is per batch
+    request.rule = opt.rule();
     auto engine = make_training_engine(net, request, o.exchange);
     if (o.kernel_profile) engine->profile_kernels();
     const std::string dir = resolve_data_dir(o.data_dir, o.dataset);
@@ -190,28 +229,72 @@ TrainResult train(const TrainOptions& o, const TrainObserver& observer) {
         ++first_epoch;
         first_step = 0;
     }
+    const RateSchedule rates = opt.rates();
+    const auto run_start = Clock::now();
+    double train_ms = 0;  // this run's training steps, evaluations and checkpoints apart
+    if (o.target_accuracy > 0) result.time_to_accuracy = TimeToAccuracy{o.target_accuracy, false, {}, 0.0};
+
+    // A test pass after `done` steps (counted from epoch 1), recorded; true when it meets the target.
+    // Under mpirun the accuracy is of correct answers summed over the ranks, the same number on each,
+    // so every rank stops at the same step.
+    auto evaluate_at = [&](int64_t done, EpochResult& r) {
+        const auto t1 = Clock::now();
+        const EvalResult test = evaluate(*engine, net, test_set, false);
+        r.eval_ms += ms_since(t1);
+        r.test_loss = test.loss;
+        r.test_accuracy = test.accuracy;
+        engine->take_times();  // the test pass is not part of the epoch's phases
+        engine->take_kernel_times();
+        engine->take_worker_times();
+        const Evaluation e{done, static_cast<double>(done) / steps, test.loss, test.accuracy, train_ms / 1e3,
+                           ms_since(run_start) / 1e3};
+        result.evaluations.push_back(e);
+        TimeToAccuracy* tta = result.time_to_accuracy ? &*result.time_to_accuracy : nullptr;
+        if (!tta) return false;
+        tta->at = e;
+        tta->best_accuracy = std::max(tta->best_accuracy, test.accuracy);
+        tta->reached = test.accuracy >= tta->target;
+        return tta->reached;
+    };
+
     for (int epoch = first_epoch; epoch <= opt.epochs; ++epoch) {
         engine->take_times();
         engine->take_kernel_times();
         engine->take_counters();
-        const auto t0 = Clock::now();
+        EpochResult r;
+        r.epoch = epoch;
+        auto t0 = Clock::now();  // the start of the epoch's current run of training steps
+        // Ends a run of training steps: its time and phases join the epoch's.
+        auto pause = [&] {
+            engine->sync_params();  // local SGD: the epoch ends (or is evaluated) on one set of parameters
+            const double ms = ms_since(t0);
+            r.wall_ms += ms;
+            train_ms += ms;
+            add_times(*engine, r);
+        };
         Rng rng(epoch_rng_state(opt.seed, epoch));
         engine->set_order(shuffled_order(train_set.count, rng));
-        const float lr = epoch_lr(opt, epoch);
         Counters total;
-        for (int step = epoch == first_epoch ? first_step : 0; step < steps; ++step) {
+        auto take_checked = [&](int step) {
+            const Counters c = engine->take_counters();
+            if (!std::isfinite(c.loss_sum))
+                throw Error("training diverged in epoch " + std::to_string(epoch) + " by step " + std::to_string(step + 1) +
+                            " (the loss is not finite); the last checkpoint is kept" + "; try a smaller --lr");
+            add(total, c);
+        };
+        auto finish = [&](int steps_run) {
+            r.steps = steps_run;
+            r.train_loss = total.loss_sum / static_cast<double>(total.samples);
+            r.train_accuracy = static_cast<double>(total.correct) / static_cast<double>(total.samples);
+        };
+        const int from = epoch == first_epoch ? first_step : 0;
+        for (int step = from; step < steps; ++step) {
             const int first = step * opt.batch;
+            const int64_t done = static_cast<int64_t>(epoch - 1) * steps + step + 1;  // with this one
             engine->forward(Split::Train, first, std::min(opt.batch, train_set.count - first));
             engine->backward();
-            engine->update(lr, opt.momentum, opt.weight_decay);
-            if ((step + 1) % check_every == 0 || step + 1 == steps) {
-                const Counters c = engine->take_counters();
-                if (!std::isfinite(c.loss_sum))
-                    throw Error("training diverged in epoch " + std::to_string(epoch) + " by step " +
-                                std::to_string(step + 1) + " (the loss is not finite); the last checkpoint is kept" +
-                                "; try a smaller --lr");
-                add(total, c);
-            }
+            engine->update(scheduled_lr(rates, done - 1, steps, opt.epochs), opt.momentum, opt.weight_decay);
+            if ((step + 1) % check_every == 0 || step + 1 == steps) take_checked(step);
             if (observer.on_step) observer.on_step(epoch, step + 1, steps);
             if (const int sig = observer.stop_requested ? observer.stop_requested() : 0) {
                 engine->take_counters();
@@ -223,27 +306,30 @@ TrainResult train(const TrainOptions& o, const TrainObserver& observer) {
                 result.params = engine->params();
                 return result;
             }
+            // --eval-every inside the epoch (its last step is evaluated below); a run that meets the
+            // target here ends with this part of the epoch, saved where it stopped.
+            if (o.eval_every > 0 && done % o.eval_every == 0 && step + 1 < steps) {
+                take_checked(step);
+                pause();
+                const bool reached = evaluate_at(done, r);
+                if (reached) {
+                    finish(step + 1 - from);
+                    save(epoch - 1, step + 1);
+                    result.epochs.push_back(r);
+                    if (observer.on_epoch) observer.on_epoch(r);
+                    result.params = engine->params();
+                    return result;
+                }
+                t0 = Clock::now();
+            }
         }
-        engine->sync_params();  // local SGD: the epoch ends on one set of parameters
-        EpochResult r;
-        r.epoch = epoch;
-        r.wall_ms = ms_since(t0);
-        r.times = engine->take_times();
-        r.workers = engine->take_worker_times();
-        r.kernels = engine->take_kernel_times();
-        r.steps = steps - (epoch == first_epoch ? first_step : 0);
-        r.train_loss = total.loss_sum / static_cast<double>(total.samples);
-        r.train_accuracy = static_cast<double>(total.correct) / static_cast<double>(total.samples);
+        pause();
+        finish(steps - from);
         save(epoch, 0);
-        const auto t1 = Clock::now();
-        const EvalResult test = evaluate(*engine, net, test_set, false);
-        r.eval_ms = ms_since(t1);
-        r.test_loss = test.loss;
-        r.test_accuracy = test.accuracy;
-        engine->take_times();  // the test pass is not part of the epoch's phases
-        engine->take_kernel_times();
+        const bool reached = evaluate_at(static_cast<int64_t>(epoch) * steps, r);
         result.epochs.push_back(r);
         if (observer.on_epoch) observer.on_epoch(r);
+        if (reached) break;
     }
     result.params = engine->params();
     return result;

@@ -1,6 +1,7 @@
 // The training loop, written once for every variant.
 #pragma once
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -8,6 +9,7 @@
 #include "engine/engine_factory.h"
 #include "model/model_file.h"
 #include "train/grad_exchange.h"
+#include "train/lr_schedule.h"
 
 namespace lenet5 {
 
@@ -16,11 +18,18 @@ namespace lenet5 {
 struct TrainSettings {
     int epochs = 10;  // the epoch to train up to (also when resuming)
     int batch = 64;
-    float lr = 0.05f;       // the learning rate of the first epoch
-    float lr_decay = 0.8f;  // multiplies the learning rate after every epoch
+    float lr = 0.05f;       // the learning rate of the first epoch (onecycle, cosine: the peak)
+    float lr_decay = 0.8f;  // step schedule: multiplies the learning rate after every epoch
+    Schedule schedule = Schedule::Step;
+    float warmup = 0.0f;  // epochs of linear warm-up (lr_schedule.h)
     float momentum = 0.9f;
     float weight_decay = 5e-4f;  // L2 penalty, folded into the momentum update
+    bool nesterov = false;
+    float label_smoothing = 0.0f;  // softmax cross-entropy's (engine.h's TrainingRule)
     uint64_t seed = 1;
+
+    RateSchedule rates() const { return {schedule, lr, lr_decay, warmup}; }
+    TrainingRule rule() const { return {nesterov, label_smoothing}; }
 };
 
 struct TrainOptions {
@@ -32,8 +41,15 @@ struct TrainOptions {
     bool init_fresh = false;  // an ONNX model starts from seeded weights rather than the file's
     // Unset: the model file's setting, else TrainSettings' default.
     std::optional<int> epochs, batch;
-    std::optional<float> lr, lr_decay, momentum, weight_decay;
+    std::optional<float> lr, lr_decay, momentum, weight_decay, warmup, label_smoothing;
+    std::optional<Schedule> schedule;
+    bool nesterov = false;  // --nesterov (else the model's setting)
     uint64_t seed = 1;
+    // --target-accuracy: stop at the first evaluation at or above it (a fraction; 0: train every
+    // epoch). --eval-every: also evaluate every this many steps (counted from the first step of
+    // epoch 1), not only at each epoch's end (0: at the ends only).
+    double target_accuracy = 0;
+    int eval_every = 0;
     int train_limit = 0;  // 0 = all
     int test_limit = 0;
     std::string dataset = "mnist";  // mnist or fashion: where --data is not given
@@ -52,6 +68,24 @@ struct EpochResult {
     double eval_ms = 0;  // the test pass, timed apart
     double train_loss = 0, train_accuracy = 0;
     double test_loss = 0, test_accuracy = 0;
+};
+
+// One pass over the test set: at the end of every epoch, and every --eval-every steps.
+struct Evaluation {
+    int64_t step = 0;  // training steps done, counted from the first step of epoch 1
+    double epoch = 0;  // the same in epochs (3.75: three quarters into epoch 4)
+    double test_loss = 0, test_accuracy = 0;
+    double train_seconds = 0;  // this run's training steps so far (evaluations and checkpoints apart)
+    double wall_seconds = 0;   // this run's time so far from its first step, everything included
+};
+
+// --target-accuracy's answer: the first evaluation at or above the target, or, when none was, where
+// the run ended (its last evaluation) and the best accuracy it saw.
+struct TimeToAccuracy {
+    double target = 0;
+    bool reached = false;
+    Evaluation at;
+    double best_accuracy = 0;
 };
 
 struct RunInfo {
@@ -93,6 +127,8 @@ struct TrainResult {
     std::vector<float> params;  // the final parameters
     int stopped_by = 0;         // the signal that ended training early, else 0
     int stopped_epoch = 0, stopped_step = 0;
+    std::vector<Evaluation> evaluations;     // every test pass, in order
+    std::optional<TimeToAccuracy> time_to_accuracy;  // with --target-accuracy
 };
 
 TrainResult train(const TrainOptions& options, const TrainObserver& observer = {});
