@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -141,6 +142,41 @@ TEST(Mpi, RanksOnOneMachineSumInRankOrderAsWorkersDo) {
                   lenet5::load_checkpoint(dir.path + "/workers.ck").params)
             << c.ranks << " ranks " << c.env;
     }
+}
+
+// --target-accuracy under mpirun: every rank stops at the step two workers of one process stop at,
+// the first mid-epoch evaluation at or above the target (a rank that went on alone would wait for
+// the others in its next exchange until the timeout), and rank 0 saves where they stopped.
+TEST(Mpi, EveryRankStopsAtTheFirstEvaluationAtOrAboveTheTarget) {
+    if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed (apt-get install openmpi-bin)";
+    const std::string data = lenet5::test::mnist_dir();
+    if (data.empty()) GTEST_SKIP() << "MNIST not fetched";
+    ScratchDir dir;
+    const std::string args = "train --variant cpu --train-limit 640 --test-limit 100 --batch 32 --epochs 2 "
+                             "--eval-every 4 --data " + data;
+    auto workers = run_cli(args + " --workers cpu@1,cpu@1 --json " + dir.path + "/workers.json");
+    ASSERT_EQ(workers.status, 0) << workers.err;
+    // The first evaluation inside an epoch (20 steps) above every earlier one.
+    const auto evals = nlohmann::json::parse(lenet5::test::slurp(dir.path + "/workers.json"))["evaluations"];
+    double best = 0, target = 0;
+    int step = 0;
+    for (size_t k = 0; k < evals.size() && !step; ++k) {
+        const double accuracy = evals[k]["test_accuracy"].get<double>();
+        if (k > 0 && accuracy > best && evals[k]["step"].get<int>() % 20 != 0) {
+            step = evals[k]["step"].get<int>();
+            target = accuracy - 0.001;  // the same test: accuracies here are whole hundredths
+        }
+        best = std::max(best, accuracy);
+    }
+    ASSERT_GT(step, 0) << "no mid-epoch evaluation improves on the ones before it";
+    auto ranks = run_under(kMpirun + "-np 2 ", args + " --target-accuracy " + std::to_string(target) + " --json " +
+                                                   dir.path + "/ranks.json --save " + dir.path + "/ranks.ck");
+    ASSERT_EQ(ranks.status, 0) << ranks.err;
+    const auto t = nlohmann::json::parse(lenet5::test::slurp(dir.path + "/ranks.json"))["time_to_accuracy"];
+    EXPECT_TRUE(t["reached"].get<bool>());
+    EXPECT_EQ(t["step"].get<int>(), step);
+    const auto c = lenet5::load_checkpoint(dir.path + "/ranks.ck");
+    EXPECT_EQ(c.epoch * 20 + c.step, static_cast<uint32_t>(step));
 }
 
 // The options that cut the bytes, across ranks: close to the exact run after an epoch.
