@@ -128,8 +128,13 @@ void print_models(std::ostream& out) {
         const Network& net = m.net;
         const TrainSettings s = resolve_settings(no_flags, m.recipe);
         out << name << ": " << net.param_count << " parameters, " << loss_name(net.loss) << " loss; batch " << s.batch
-            << ", lr " << s.lr << ", lr-decay " << s.lr_decay << ", momentum " << s.momentum << ", weight-decay "
-            << s.weight_decay << ", " << s.epochs << (s.epochs == 1 ? " epoch\n" : " epochs\n");
+            << ", lr " << s.lr;
+        if (s.schedule == Schedule::Step) out << ", lr-decay " << s.lr_decay;
+        else out << ", schedule " << schedule_name(s.schedule);
+        if (s.warmup > 0.0f) out << ", warmup " << s.warmup;
+        out << ", momentum " << s.momentum << (s.nesterov ? " (nesterov)" : "") << ", weight-decay " << s.weight_decay;
+        if (s.label_smoothing > 0.0f) out << ", label-smoothing " << s.label_smoothing;
+        out << ", " << s.epochs << (s.epochs == 1 ? " epoch\n" : " epochs\n");
         out << "    input " << net.input.c << 'x' << net.input.h << 'x' << net.input.w;
         for (const LayerSpec& l : net.layers)
             out << " -> " << l.name << ' ' << kind_name(l.kind) << ' ' << l.out.c << 'x' << l.out.h << 'x' << l.out.w
