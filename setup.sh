@@ -8,7 +8,8 @@ cd "$(dirname "$0")"
 
 packages=(build-essential cmake pkg-config zlib1g-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev
           ocl-icd-opencl-dev opencl-clhpp-headers pocl-opencl-icd python3 dataset-fashion-mnist
-          libopenmpi-dev openmpi-bin libclblast-dev libonnx-dev libprotobuf-dev protobuf-compiler libopenblas-dev)
+          libopenmpi-dev openmpi-bin libclblast-dev libonnx-dev libprotobuf-dev protobuf-compiler libopenblas-dev
+          oclgrind)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
