@@ -321,12 +321,14 @@ __kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void first_forward(
 
 // The tail's forward from the first layer's outputs in first_out (written by other groups in
 // step_run, so read through a volatile pointer: never from a stale cache), into the work area and
-// act: the other layers, the loss and the output's delta.
+// act: the other layers, the loss and the output's delta. Where act is first_out (group 0 of a
+// step whose first layer first_forward computed), the outputs are already there and no item
+// writes them: other groups read them in the same launch.
 #define TAIL_FORWARD(first_out)                                                     \
     for (int e = (int)get_local_id(0); e < FIRST_OUT; e += SG) {                   \
         const float v = ((volatile __global const float*)(first_out))[FIRST_AT + e]; \
         work[e] = v;                                                                \
-        act[FIRST_AT + e] = v;                                                      \
+        if (act != (first_out)) act[FIRST_AT + e] = v;                              \
     }                                                                               \
     SYNC();                                                                         \
     NETWORK_TAIL_FORWARD
@@ -460,6 +462,10 @@ __kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void step_update(
 // int of the work area, to give every item the leader's answer.
 inline bool grid_sync(volatile __global uint* sync, uint spin_limit, SCRATCH int* stop) {
     SYNC();  // the group's writes of this step are done
+    // One group waits for no other: the group's barrier is the grid's. (Needed besides: without
+    // this return, Debian 12's PoCL 3.1 miscompiles step_run on an AVX-512 CPU with its default
+    // work-group method, loopvec, in one group and in two: tests/test_kernel_lab.cpp reproduces it.)
+    if (get_num_groups(0) == 1) return true;
     if (get_local_id(0) == 0) {
         const uint groups = (uint)get_num_groups(0);
         mem_fence(CLK_GLOBAL_MEM_FENCE);
@@ -475,10 +481,23 @@ inline bool grid_sync(volatile __global uint* sync, uint spin_limit, SCRATCH int
     return !*stop;
 }
 
+// grid_sync tried before the engine relies on it: `rounds` grid barriers in a row, in as many
+// groups as step_run is to use. OpenCL promises no forward progress across work-groups, so where
+// a wait gives up (sync[1] set) the groups did not all run at once, and the engine runs step_run in
+// one group instead, where grid_sync waits for no other group. NDRange (groups * SG), work-group SG.
+__kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void grid_probe(volatile __global uint* sync, uint spin_limit,
+                                                                        int rounds WORK_ARG) {
+    WORK_AREA(1);
+    SCRATCH int* stop = (SCRATCH int*)work;
+    for (int r = 0; r < rounds; ++r)
+        if (!grid_sync(sync, spin_limit, stop)) return;
+}
+
 // `steps` consecutive batch-1 training steps in one launch, of the training samples
 // rows[first .. first + steps): step_update's work for each, with a grid-wide barrier (grid_sync)
 // between one step and the next instead of a launch, so every group must be running at once (the
-// engine launches at most one per compute unit). Step k's first-layer outputs are in slot cur_k
+// engine launches at most one per compute unit, and more than one only where grid_probe showed
+// that they meet at the barrier: a GPU's compute units; on a CPU through PoCL, one group). Step k's first-layer outputs are in slot cur_k
 // (cur_0 = cur: 0 acts, 1 acts_a, 2 acts_b; then 1 after 0 or 2, 2 after 1), each group's rows
 // written by that group at the end of step k - 1 and read by every group after the barrier. The
 // tail's parameters and momentum live in each group's own copy for the launch (tails: TAIL_BEGIN

@@ -18,6 +18,7 @@
 #include "model/network.h"
 #ifdef LENET5_HAVE_OPENCL
 #include "opencl/opencl_kernels.h"
+#include "opencl/opencl_runtime.h"
 #endif
 
 namespace fs = std::filesystem;
@@ -157,6 +158,59 @@ TEST(KernelLab, AWrongLineFailsCheckNamingTheLayer) {
         expect_one_error_line(r, 1, std::string(variant) + " differs from cpu in layer " + layer + " (backward");
         EXPECT_NE(r.out.find("FAIL"), std::string::npos) << r.out;
     }
+}
+
+// A sign flipped in the update of the fused batch-1 steps, which only the training path runs (the
+// layer-by-layer steps run the phases apart): check fails, naming the layer, the step and the path
+// (issue 47: it said "matches cpu" when the MLP trained wrong).
+TEST(KernelLab, AWrongFusedStepFailsCheckNamingTheLayerAndStep) {
+    const std::string data = test::mnist_dir();
+    if (data.empty()) GTEST_SKIP() << "MNIST not fetched (run data/fetch_mnist.sh)";
+    struct Case {
+        const char* kernel_line;  // the first line of step.cl with it is flipped
+        const char* layer;        // the layer whose parameters go wrong first
+        const char* path;         // the training path that runs it first
+    };
+    // The tail's update in step_run; the first layer's rows' update, which step_update runs first.
+    for (const Case& c : {Case{"sgd_step(params, tail_velocity, p, g, lr, momentum, weight_decay);", "output", "step_run"},
+                          Case{"sgd_step(values, velocity, p, g, lr, momentum, weight_decay);", "hidden", "step_update"}}) {
+        const std::string dir = dump("dump_wrong_fused");
+        std::string flipped = c.kernel_line;
+        flipped.replace(flipped.find(", g,"), 4, ", -g,");
+        edit_line(dir + "/step.cl", c.kernel_line, "        " + flipped);
+        const test::CliResult r = run_cli("check --model mlp --variant gpu-local --data " + data + " --kernels " + dir);
+        expect_one_error_line(r, 1, std::string("gpu-local differs from cpu in layer ") + c.layer + " (update, parameters");
+        EXPECT_NE(r.err.find(" in step "), std::string::npos) << r.err;
+        EXPECT_NE(r.err.find(c.path), std::string::npos) << r.err;
+        // The layer-by-layer steps run no fused kernel: only the training paths fail.
+        EXPECT_EQ(r.out.substr(0, r.out.find("training path")).find("FAIL"), std::string::npos) << r.out;
+    }
+}
+
+// Issue 47's miscompile, reproduced: step.cl's grid_sync without its one-group return. Semantically
+// the same kernel (one group's grid barrier is its group barrier), it trains the MLP wrong (11.6%
+// for 84.9%) under Debian 12's PoCL 3.1 on an AVX-512 CPU with PoCL's default work-group method
+// (loopvec): `check` fails there, and passes everywhere else (loops, an AVX2 CPU, newer PoCL, GPUs).
+// Smaller kernels of the same shape (a loop of steps, a flag written by item 0 between two
+// barriers) came out right there: the whole step_run is the reproducer. If this fails where PoCL 3.1
+// on AVX-512 no longer reproduces it, the workaround in grid_sync may go.
+TEST(KernelLab, PoCL31LoopvecMiscompilesGridSyncWithoutTheOneGroupReturn) {
+    const std::string data = test::mnist_dir();
+    if (data.empty()) GTEST_SKIP() << "MNIST not fetched (run data/fetch_mnist.sh)";
+    const OpenCLDevice device = select_opencl_device(-1);
+    const std::string version = device.platform.getInfo<CL_PLATFORM_VERSION>();
+    const char* method = std::getenv("POCL_WORK_GROUP_METHOD");
+    const bool affected = version.find("PoCL 3.1") != std::string::npos &&
+                          device.name.find("avx512") != std::string::npos &&
+                          (!method || std::string(method) == "loopvec");
+    const std::string dir = dump("dump_grid_sync");
+    edit_line(dir + "/step.cl", "if (get_num_groups(0) == 1) return true;", "");
+    const test::CliResult r =
+        run_cli("check --model mlp --variant gpu-local --batch 1 --batches 2 --data " + data + " --kernels " + dir);
+    if (affected)
+        EXPECT_EQ(r.status, 1) << version << ", " << device.name << ": no longer miscompiled?\n" << r.out << r.err;
+    else
+        EXPECT_EQ(r.status, 0) << version << ", " << device.name << "\n" << r.out << r.err;
 }
 
 TEST(KernelLab, ASyntaxErrorGivesTheCompilersLogWithFileAndLine) {

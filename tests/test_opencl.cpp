@@ -11,6 +11,7 @@
 #include "cli_runner.h"
 #include "engine/engine_factory.h"
 #include "model/model_file.h"
+#include "opencl/device_runtime.h"
 #include "opencl/opencl_backend.h"
 #include "opencl/opencl_engine.h"
 #include "opencl/opencl_program.h"
@@ -478,6 +479,25 @@ TEST(OpenCL, DevicesListsEveryDevice) {
     const CliResult r = run_binary("devices");
     EXPECT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(r.out.rfind("0: ", 0), 0u) << r.out;
+}
+
+// A buffer larger than the device allows names itself, its size and the device's limit, and says
+// what to do (it was "OpenCL error CL_INVALID_BUFFER_SIZE (-61) in clCreateBuffer").
+TEST(DeviceMemory, ABufferThatDoesNotFitSaysWhichAndWhatToDo) {
+    DeviceRuntime rt(select_opencl_device(-1));
+    const cl_ulong most = rt.cl_device().getInfo<CL_DEVICE_MAX_MEM_ALLOC_SIZE>();
+    try {
+        rt.buffer(static_cast<size_t>(most) + 4096, CL_MEM_READ_WRITE, "the batch's activations");
+        FAIL() << "a buffer larger than CL_DEVICE_MAX_MEM_ALLOC_SIZE was created";
+    } catch (const Error& e) {
+        const std::string what = e.what();
+        EXPECT_EQ(what.rfind("the batch's activations of ", 0), 0u) << what;
+        EXPECT_NE(what.find("does not fit on " + rt.device().name), std::string::npos) << what;
+        EXPECT_NE(what.find("CL_DEVICE_MAX_MEM_ALLOC_SIZE"), std::string::npos) << what;
+        EXPECT_NE(what.find("a smaller --batch, or another --device"), std::string::npos) << what;
+        EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    }
+    EXPECT_NO_THROW(rt.buffer(4096, CL_MEM_READ_WRITE, "a small buffer"));
 }
 
 #endif  // LENET5_HAVE_OPENCL

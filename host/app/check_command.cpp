@@ -2,7 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
+#include <functional>
 
 #include "common/error.h"
 #include "engine/host_engine.h"
@@ -11,6 +13,9 @@
 #include "io/mnist.h"
 #include "io/model_source.h"
 #include "train/trainer.h"
+#ifdef LENET5_HAVE_OPENCL
+#include "opencl/opencl_engine.h"
+#endif
 
 namespace lenet5 {
 namespace {
@@ -55,15 +60,67 @@ std::string check_json(const CheckOptions& o, const Engine& engine, const std::s
 
 }  // namespace
 
+namespace {
+
+// A way `train` runs the steps, to check beside the layer-by-layer comparison: its name and how
+// to set an engine up for it.
+struct TrainingPath {
+    std::string name;
+    std::function<void(Engine&)> configure;
+};
+
+// Steps of a training path checked: at least enough that fused steps follow the first (a probe,
+// run phase by phase) and, at batch 1, that runs of several steps form.
+int training_steps(int batch, int batches) { return std::max(batches, batch == 1 ? 32 : 4); }
+
+// Every way `train` may run this engine's steps: as it is; for batch-1 steps fused with the update,
+// a launch a step and runs of steps in one work-group and, where the device has the compute units
+// for them to run at once, in two.
+std::vector<TrainingPath> training_paths(Engine& engine, int batch) {
+    std::vector<TrainingPath> paths{{"as train runs it", [](Engine&) {}}};
+#ifdef LENET5_HAVE_OPENCL
+    auto* opencl = dynamic_cast<OpenCLEngine*>(&engine);
+    if (!opencl || batch != 1 || !opencl->fuses_batch_one_steps()) return paths;
+    constexpr int kRun = 16;
+    const auto runs = [](int steps, int groups) {
+        return [=](Engine& e) { dynamic_cast<OpenCLEngine&>(e).set_step_runs(steps, groups); };
+    };
+    paths = {{"a launch a step (step_update)", runs(0, 0)},
+             {"runs of steps in one work-group (step_run)", runs(kRun, 1)}};
+    if (opencl->compute_units() >= 2)
+        paths.push_back({"runs of steps in two work-groups (step_run, grid barrier)", runs(kRun, 2)});
+#else
+    (void)engine;
+    (void)batch;
+#endif
+    return paths;
+}
+
+// The first failing comparison of the first step that has one (later steps inherit its
+// parameters), as the error's text; empty if every step passes.
+std::string first_failure(const Network& net, const std::vector<StepRecord>& got, const std::vector<StepRecord>& ref,
+                          const std::string& where) {
+    for (size_t s = 0; s < got.size() && s < ref.size(); ++s)
+        for (const Comparison& c : compare_steps(net, {got[s]}, {ref[s]}))
+            if (!c.passed())
+                return "layer " + c.layer + " (" + c.phase + ", " + c.what + ": relative error " + error_text(c.error) +
+                       " in step " + std::to_string(s + 1) + where + ")";
+    return "";
+}
+
+}  // namespace
+
 int run_check(const CheckOptions& o, std::ostream& out) {
     const Model model = open_model(o.model);
     const Network& net = model.net;
     const int batch = o.batch > 0 ? o.batch : model.recipe.batch.value_or(64);
+    const int path_steps = training_steps(batch, o.batches);
+    const int samples = batch * std::max(o.batches, path_steps);
     const std::string dir = resolve_data_dir(o.data_dir);
-    const Dataset data = load_mnist(dir, Split::Train, batch * o.batches);
-    if (data.count < batch * o.batches)
+    const Dataset data = load_mnist(dir, Split::Train, samples);
+    if (data.count < samples)
         throw Error(dir + ": " + std::to_string(data.count) + " training images, fewer than the " +
-                    std::to_string(o.batches) + " batches of " + std::to_string(batch) + " to check");
+                    std::to_string(samples / batch) + " batches of " + std::to_string(batch) + " to check");
     check_classes(net, data, dir);
 
     EngineRequest request = o.engine;
@@ -75,20 +132,44 @@ int run_check(const CheckOptions& o, std::ostream& out) {
         << " MNIST training images, each compared (relative error < " << error_text(kReferenceTolerance) << ")\n";
     const auto got = record_steps(*engine, net, data, batch, o.batches, kSeed);
     const auto ref = record_steps(reference, net, data, batch, o.batches, kSeed);
-    const std::vector<Comparison> rows = compare_steps(net, got, ref);
+    std::vector<Comparison> rows = compare_steps(net, got, ref);
     print_rows(out, rows);
+    std::string failure = first_failure(net, got, ref, "");
+
+    // Then the kernels that train runs, which the layer-by-layer steps above do not (reading a
+    // layer's output or the gradients between the phases runs them apart).
+    const auto ref_steps = record_training_path(reference, net, data, batch, path_steps, kSeed, true);
+    const auto ref_run = record_training_path(reference, net, data, batch, path_steps, kSeed, false);
+    for (const TrainingPath& path : training_paths(*engine, batch)) {
+        auto path_engine = make_engine(net, request);
+        path.configure(*path_engine);
+        const auto steps = record_training_path(*path_engine, net, data, batch, path_steps, kSeed, true);
+        path.configure(*path_engine);
+        const auto run = record_training_path(*path_engine, net, data, batch, path_steps, kSeed, false);
+        const std::vector<Comparison> step_rows = compare_steps(net, steps, ref_steps);
+        const std::vector<Comparison> run_rows = compare_steps(net, run, ref_run);
+        out << "\ntraining path: " << path.name << ", " << path_steps << " steps, each read after it\n";
+        print_rows(out, step_rows);
+        out << "training path: " << path.name << ", " << path_steps << " steps straight through, read after the last\n";
+        print_rows(out, run_rows);
+        std::vector<Comparison> path_rows = step_rows;
+        path_rows.insert(path_rows.end(), run_rows.begin(), run_rows.end());
+        if (failure.empty()) failure = first_failure(net, steps, ref_steps, " of the training path: " + path.name);
+        if (failure.empty())
+            failure = first_failure(net, run, ref_run, " of " + std::to_string(path_steps) +
+                                                           " taken straight through, the training path: " + path.name);
+        for (Comparison& c : path_rows) {
+            c.phase = path.name + ": " + c.phase;
+            rows.push_back(c);
+        }
+    }
 
     size_t failed = 0;
     for (const Comparison& c : rows) failed += !c.passed();
     if (!o.json_path.empty()) write_file_atomic(o.json_path, check_json(o, *engine, net.name, batch, rows, !failed));
-    // The first failure in the first step that has one: later steps inherit its parameters.
-    for (size_t s = 0; failed && s < got.size(); ++s)
-        for (const Comparison& c : compare_steps(net, {got[s]}, {ref[s]}))
-            if (!c.passed())
-                throw Error(engine->variant() + " differs from cpu in layer " + c.layer + " (" + c.phase + ", " +
-                            c.what + ": relative error " + error_text(c.error) + " in step " + std::to_string(s + 1) +
-                            "); " + std::to_string(failed) + " of " + std::to_string(rows.size()) +
-                            " comparisons failed");
+    if (failed)
+        throw Error(engine->variant() + " differs from cpu in " + failure + "; " + std::to_string(failed) + " of " +
+                    std::to_string(rows.size()) + " comparisons failed");
     out << "lenet5: " << engine->variant() << " matches cpu (" << rows.size() << " comparisons)\n";
     return 0;
 }

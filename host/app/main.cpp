@@ -7,6 +7,7 @@
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "app/cli.h"
+#include "app/openblas_guard.h"
 #include "conv/convbench.h"
 #include "common/error.h"
 #include "train/mpi_world.h"
@@ -219,6 +220,7 @@ int run(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    one_openblas_thread_under_a_memory_limit(argv);
     const MpiSession mpi(&argc, &argv);
     // Under mpirun a failing rank ends them all (mpi_abort), rather than leave the others
     // waiting for it in a collective.

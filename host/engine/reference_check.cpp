@@ -45,6 +45,29 @@ std::vector<StepRecord> record_steps(Engine& e, const Network& net, const Datase
     return records;
 }
 
+std::vector<StepRecord> record_training_path(Engine& e, const Network& net, const Dataset& data, int batch, int steps,
+                                             uint64_t seed, bool read_every_step) {
+    e.upload(Split::Train, data);
+    e.upload(Split::Test, data);
+    e.set_params(init_params(net, seed));
+    Rng rng(seed + 1);
+    e.set_order(shuffled_order(data.count, rng));
+    e.take_counters();
+    std::vector<StepRecord> records;
+    for (int step = 0; step < steps; ++step) {
+        e.forward(Split::Train, step * batch, batch);
+        e.backward();
+        e.update(0.05f, 0.9f, 5e-4f);
+        if (!read_every_step && step + 1 < steps) continue;
+        StepRecord r;  // no gradients: a fused step need not keep them
+        r.params_after = e.params();
+        const Counters c = e.take_counters();
+        r.loss = c.loss_sum / static_cast<double>(c.samples);
+        records.push_back(std::move(r));
+    }
+    return records;
+}
+
 namespace {
 
 double relative_error(double v, double ref) {
@@ -81,10 +104,10 @@ std::vector<Comparison> compare_steps(const Network& net, const std::vector<Step
     };
     for (size_t s = 0; s < std::min(got.size(), ref.size()); ++s) {
         const StepRecord &g = got[s], &r = ref[s];
-        for (size_t k = 0; k < net.layers.size(); ++k)
+        for (size_t k = 0; k < std::min(g.outputs.size(), r.outputs.size()); ++k)
             add(net.layers[k].name, "forward", "output", relative_error(g.outputs[k], r.outputs[k]));
         add("network", "forward", "loss", relative_error(g.loss, r.loss));
-        for (auto it = net.layers.rbegin(); it != net.layers.rend(); ++it) {  // in the backward pass's order
+        for (auto it = net.layers.rbegin(); !g.gradients.empty() && it != net.layers.rend(); ++it) {  // backward's order
             const LayerSpec& l = *it;
             if (l.weight_count)
                 add(l.name, "backward", "weight gradient",

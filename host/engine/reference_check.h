@@ -32,6 +32,14 @@ struct StepRecord {
 std::vector<StepRecord> record_steps(Engine& e, const Network& net, const Dataset& data, int batch, int steps,
                                      uint64_t seed);
 
+// The same steps as `train` takes them: forward, backward and update with nothing read in between,
+// so that the engine's fused kernels and runs of steps do the work. With `read_every_step`, a
+// record after each step (its loss and the parameters after it; no layer outputs, no gradients: a
+// fused step need not keep them), else one record after the last (the steps' mean loss, the
+// parameters).
+std::vector<StepRecord> record_training_path(Engine& e, const Network& net, const Dataset& data, int batch, int steps,
+                                             uint64_t seed, bool read_every_step);
+
 // One number the rule compares: layer (or "network" for the loss), phase (forward, backward,
 // update) and what (output, loss, weight gradient, bias gradient, parameters).
 struct Comparison {
@@ -41,7 +49,8 @@ struct Comparison {
 };
 
 // Every comparison of `got` against `ref` (records of the same steps), in the order the step
-// computes them: forward by layer, the loss, backward from the last layer, the update by layer.
+// computes them: forward by layer (where the records have layer outputs), the loss, backward from
+// the last layer (where they have gradients), the update by layer.
 std::vector<Comparison> compare_steps(const Network& net, const std::vector<StepRecord>& got,
                                       const std::vector<StepRecord>& ref);
 

@@ -41,7 +41,7 @@ void BatchInference::grow(int count) {
     size_t largest = static_cast<size_t>(net_.input.size());
     for (const LayerSpec& l : net_.layers) largest = std::max(largest, static_cast<size_t>(l.out.size()));
     const size_t bytes = static_cast<size_t>(count) * largest * sizeof(float);
-    for (cl::Buffer& b : acts_) b = rt_->buffer(bytes);
+    for (cl::Buffer& b : acts_) b = rt_->buffer(bytes, CL_MEM_READ_WRITE, "a layer's activations");
     capacity_ = count;
     plans_.clear();  // they name the old buffers
 }

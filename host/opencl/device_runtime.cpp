@@ -1,6 +1,7 @@
 #include "opencl/device_runtime.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <utility>
 
 namespace lenet5 {
@@ -13,6 +14,8 @@ DeviceRuntime::DeviceRuntime(OpenCLDevice device) : device_(std::move(device)) {
         max_group_ = std::min(dev.getInfo<CL_DEVICE_MAX_WORK_GROUP_SIZE>(), dev.getInfo<CL_DEVICE_MAX_WORK_ITEM_SIZES>()[0]);
         compute_units_ = dev.getInfo<CL_DEVICE_MAX_COMPUTE_UNITS>();
         local_memory_ = dev.getInfo<CL_DEVICE_LOCAL_MEM_SIZE>();
+        max_buffer_ = dev.getInfo<CL_DEVICE_MAX_MEM_ALLOC_SIZE>();
+        global_memory_ = dev.getInfo<CL_DEVICE_GLOBAL_MEM_SIZE>();
         align_floats_ = dev.getInfo<CL_DEVICE_MEM_BASE_ADDR_ALIGN>() / (8 * sizeof(float));  // bits to floats
     });
 }
@@ -31,6 +34,34 @@ const cl::Program& DeviceRuntime::program(const std::string& source, const std::
     if (it == programs_.end())
         it = programs_.emplace(std::move(key), build_program(context_, device_.device, source, options)).first;
     return it->second;
+}
+
+namespace {
+
+std::string mib(cl_ulong bytes) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+    return text;
+}
+
+}  // namespace
+
+cl::Buffer DeviceRuntime::sized_buffer(size_t bytes, cl_mem_flags flags, const void* data, const char* what) const {
+    const auto too_big = [&](const std::string& why) {
+        return Error(std::string(what ? what : "a buffer") + " of " + mib(bytes) + " does not fit on " + device_.name +
+                     ": " + why + "; try a smaller --batch, or another --device (lenet5 devices lists them)");
+    };
+    if (bytes > max_buffer_)
+        throw too_big("it allows at most " + mib(max_buffer_) + " in one buffer (CL_DEVICE_MAX_MEM_ALLOC_SIZE), " +
+                      mib(global_memory_) + " in all");
+    try {
+        return cl::Buffer(context_, flags, bytes, const_cast<void*>(data));
+    } catch (const cl::Error& e) {
+        if (e.err() != CL_INVALID_BUFFER_SIZE && e.err() != CL_MEM_OBJECT_ALLOCATION_FAILURE &&
+            e.err() != CL_OUT_OF_RESOURCES && e.err() != CL_OUT_OF_HOST_MEMORY)
+            throw;
+        throw too_big(cl_failure(e).what() + std::string(" (the device has ") + mib(global_memory_) + " in all)");
+    }
 }
 
 cl::Buffer DeviceRuntime::floats_of(cl::Buffer parent, size_t offset, size_t count) {

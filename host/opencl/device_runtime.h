@@ -85,12 +85,14 @@ public:
         }
     }
 
-    cl::Buffer buffer(size_t bytes, cl_mem_flags flags = CL_MEM_READ_WRITE) const {
-        return cl::Buffer(context_, flags, bytes);
+    // A buffer of `bytes`; `what` names it in the error when it does not fit on the device.
+    cl::Buffer buffer(size_t bytes, cl_mem_flags flags = CL_MEM_READ_WRITE, const char* what = nullptr) const {
+        return sized_buffer(bytes, flags, nullptr, what);
     }
     // A buffer holding a copy of `bytes` of host memory.
-    cl::Buffer buffer(const void* data, size_t bytes, cl_mem_flags flags = CL_MEM_READ_ONLY) const {
-        return cl::Buffer(context_, flags | CL_MEM_COPY_HOST_PTR, bytes, const_cast<void*>(data));
+    cl::Buffer buffer(const void* data, size_t bytes, cl_mem_flags flags = CL_MEM_READ_ONLY,
+                      const char* what = nullptr) const {
+        return sized_buffer(bytes, flags | CL_MEM_COPY_HOST_PTR, data, what);
     }
     // Floats [offset, offset + count) of `parent` as a buffer of their own (its offset must be
     // aligned to CL_DEVICE_MEM_BASE_ADDR_ALIGN).
@@ -142,11 +144,15 @@ public:
     }
 
 private:
+    // clCreateBuffer, or an Error that names the buffer, its size and the device's limits, and
+    // says what to do, where it does not fit.
+    cl::Buffer sized_buffer(size_t bytes, cl_mem_flags flags, const void* data, const char* what) const;
+
     OpenCLDevice device_;
     cl::Context context_;
     cl::CommandQueue queue_, side_queue_;
     size_t max_group_ = 1, compute_units_ = 1, align_floats_ = 1;
-    cl_ulong local_memory_ = 0;
+    cl_ulong local_memory_ = 0, max_buffer_ = 0, global_memory_ = 0;
     std::mutex programs_mutex_;                  // executors on several threads may share a runtime
     std::map<std::string, cl::Program> programs_;  // by options, then source
 };

@@ -515,17 +515,17 @@ void OpenCLBatchEngine::plan(int count) {
         size_t partial = 1;
         for (size_t k = 0; k <= L; ++k) {
             const size_t size = n * static_cast<size_t>(k ? net_.layers[k - 1].out.size() : net_.input.size());
-            acts_[k] = rt_->buffer(size * sizeof(float));
+            acts_[k] = rt_->buffer(size * sizeof(float), CL_MEM_READ_WRITE, "a layer's activations");
             rt_->fill(acts_[k], nan, size * sizeof(float));
             if (k == 0) continue;
-            deltas_[k - 1] = rt_->buffer(size * sizeof(float));
+            deltas_[k - 1] = rt_->buffer(size * sizeof(float), CL_MEM_READ_WRITE, "a layer's deltas");
             rt_->fill(deltas_[k - 1], nan, size * sizeof(float));
             const LayerSpec& l = net_.layers[k - 1];
             if (l.kind == LayerKind::Conv)  // up to one share per output row (plan_layer)
                 partial = std::max(partial, static_cast<size_t>(l.out.h) * (l.weight_count + l.bias_count));
             if (l.kind == LayerKind::Subsample) partial = std::max(partial, l.weight_count + l.bias_count);
         }
-        partials_ = rt_->buffer(n * partial * sizeof(float));
+        partials_ = rt_->buffer(n * partial * sizeof(float), CL_MEM_READ_WRITE, "the gradient shares");
         capacity_ = count;
     }
     forward_.clear();

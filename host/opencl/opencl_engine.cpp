@@ -83,7 +83,8 @@ std::string OpenCLEngine::device() const {
     std::string d = rt_->device().name + " (" + std::to_string(group_) + " items per sample, " + group_origin_ +
                     (knobs_.empty() ? "" : ", " + knobs_) + ")";
     if (fuse_tail_ && run_max_ > 0)
-        d += ", persistent batch-1 steps (" + std::to_string(run_groups_) + (run_groups_ > 1 ? " groups)" : " group)");
+        d += ", persistent batch-1 steps (" + std::to_string(run_groups_) + (run_groups_ > 1 ? " groups" : " group") +
+             (grid_note_.empty() ? ")" : ": " + grid_note_ + ")");
     return d;
 }
 
@@ -94,6 +95,7 @@ void OpenCLEngine::set_step_runs(int steps, int groups, unsigned spin_limit) {
     run_max_ = steps;
     const size_t per_unit = std::max<size_t>(1, std::min(rt_->compute_units(), sample_.first_outputs));
     run_groups_ = groups ? groups : gpu ? static_cast<int>(per_unit) : 1;
+    grid_note_.clear();
     spin_limit_ = spin_limit ? spin_limit : gpu ? kGpuSpinLimit : kCpuSpinLimit;
     if (capacity_ > 0 && sample_.spread) cl_checked([&] { plan_run(); });
 }
@@ -148,14 +150,16 @@ void OpenCLEngine::plan_batch(int capacity) {
     capacity_ = capacity;
     const size_t cap = static_cast<size_t>(capacity);
     const size_t floats = cap * sample_.act_floats;
-    acts_ = rt_->buffer(floats * sizeof(float));
-    deltas_ = rt_->buffer(floats * sizeof(float));
+    acts_ = rt_->buffer(floats * sizeof(float), CL_MEM_READ_WRITE, "the batch's activations");
+    deltas_ = rt_->buffer(floats * sizeof(float), CL_MEM_READ_WRITE, "the batch's deltas");
     const size_t partial_bytes = std::max<size_t>(1, cap * sample_.run_floats) * sizeof(float);
-    partials_ = rt_->buffer(partial_bytes);
+    partials_ = rt_->buffer(partial_bytes, CL_MEM_READ_WRITE, "the samples' gradient shares");
     rt_->fill(partials_, 0.0f, partial_bytes);  // the padding stays zero
     poison_activations();
     const bool local = memory_ == MemoryVariant::Local;
-    if (!local) work_ = rt_->buffer(cap * std::max(sample_.forward_work, sample_.backward_work) * sizeof(float));
+    if (!local)
+        work_ = rt_->buffer(cap * std::max(sample_.forward_work, sample_.backward_work) * sizeof(float),
+                            CL_MEM_READ_WRITE, "the samples' work areas");
     // The data set, its rows, first, the scale and the slot are set by forward().
     forward_ = {{kernel(program_, "forward_samples", cl::Buffer(), cl::Buffer(), cl::Buffer(), 0, 1.0f, acts_, deltas_,
                         losses_, hits_, 0, params_, run_params_),
@@ -261,6 +265,28 @@ void OpenCLEngine::plan_run() {
         run_work_ = rt_->buffer(groups * work * sizeof(float));
         run_.run.kernel.setArg(25, run_work_);
     }
+    if (groups > 1 && !groups_run_at_once()) {
+        grid_note_ = std::to_string(groups) + " did not run at once";
+        run_groups_ = 1;
+        plan_run();
+    }
+}
+
+// Whether run_groups_ groups meet at step_run's grid barrier on this device: OpenCL does not
+// promise that the groups of a launch run at once, so a launch of grid_probe tries it first.
+bool OpenCLEngine::groups_run_at_once() {
+    constexpr int kRounds = 8;
+    // A GPU's real wait is microseconds; a CPU's may be another thread's time slice. Either way a
+    // failed probe gives up within about a second.
+    const unsigned spins = std::min(spin_limit_, rt_->device().is_gpu ? 1u << 20 : 1u << 28);
+    const size_t groups = static_cast<size_t>(run_groups_);
+    cl::Kernel probe = kernel(program_, "grid_probe", sync_, spins, kRounds);
+    if (memory_ != MemoryVariant::Local) probe.setArg(3, run_work_);
+    rt_->queue().enqueueNDRangeKernel(probe, cl::NullRange, cl::NDRange(groups * group_), cl::NDRange(group_));
+    cl_uint flags[2] = {0, 0};
+    rt_->queue().enqueueReadBuffer(sync_, CL_TRUE, 0, sizeof flags, flags);
+    rt_->fill(sync_, cl_uint{0}, sizeof flags);
+    return flags[1] == 0;
 }
 
 // Fails clearly, before any launch, when a per-sample kernel's work area does not fit.

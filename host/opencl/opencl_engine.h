@@ -58,6 +58,10 @@ public:
     // at most one per first-layer row; one on other devices), a grid barrier giving up after
     // `spin_limit` reads of its counter (0: the device's default). Runs already recorded go first.
     void set_step_runs(int steps, int groups = 0, unsigned spin_limit = 0);
+    // Whether a batch-1 training step fuses the tail with the update (step_update), and so can run
+    // persistently (step_run): the kernels that `lenet5 check` must run as well.
+    bool fuses_batch_one_steps() const { return fuse_tail_; }
+    size_t compute_units() const { return rt_->compute_units(); }
 
     void forward(Split split, int first, int count) override;
     void backward() override;
@@ -102,6 +106,7 @@ private:
     // The persistent path: its buffers and launch; a step recorded by update(); the recorded run
     // enqueued (at most one launch); its error flag read back, an Error if a barrier gave up.
     void plan_run();
+    bool groups_run_at_once();
     void record_run_step(const std::array<float, 3>& rates);
     void launch_run();
     void check_runs();
@@ -148,6 +153,7 @@ private:
     cl::Buffer run_rows_, tails_, run_work_, sync_;
     int run_max_ = 0, run_groups_ = 1, run_first_ = 0, run_cursor_ = 0, run_slot_ = 0, run_count_ = 0;
     unsigned spin_limit_ = 1;
+    std::string grid_note_;  // why step_run runs in fewer groups than asked, if it does
     std::array<float, 3> run_rates_{};
     bool joined_ = false, runs_unchecked_ = false;
 

@@ -95,7 +95,7 @@ void OpenCLEngineBase::upload(Split split, const Dataset& data) {
         // the conversion has run.
         const cl::Buffer bytes = rt_->buffer(data.images.size(), CL_MEM_READ_ONLY);
         timeline_.write(bytes, data.images.data(), data.images.size());
-        d.inputs = rt_->buffer(count * static_cast<size_t>(in.size()) * sizeof(float));
+        d.inputs = rt_->buffer(count * static_cast<size_t>(in.size()) * sizeof(float), CL_MEM_READ_WRITE, "the data set's images");
         d.labels = rt_->buffer(count, CL_MEM_READ_ONLY);
         timeline_.write(d.labels, data.labels.data(), count);
         cl::Event converted;

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Debian 12's PoCL 3.1 (LLVM 15) on the lent GPU machine's CPU, which has AVX-512 (the machine's own
+# PoCL is newer): the MLP's batch-1 training and `lenet5 check` through it, under each of PoCL's
+# work-group methods and with each kernel folder of PROBE_DIR/kernels/* (as --kernels takes them).
+#   bench/gpu/pocl31_probe.sh BUNDLE PROBE_DIR
+# BUNDLE: bench/gpu/make_gpu_bundle.sh's folder. PROBE_DIR: pocl31.tar.xz (Debian 12's libpocl2,
+# its kernel library for avx512, clang-15, libLLVM-15, libclang-cpp15 and what they load, in deplibs/,
+# as bench/gpu/make_pocl31_bundle.sh packs them), mnist/ (a small MNIST), kernels/NAME/ (kernel folders,
+# optional), bundle.tar.xz (BUNDLE packed, unpacked into BUNDLE when that has no lenet5: it saves carry room).
+set -uo pipefail
+bundle=$(realpath -m "${1:?bundle folder}") probe=$(realpath "${2:?probe folder}")
+[[ -f $probe/bundle.tar.xz && ! -x $bundle/lenet5 ]] && mkdir -p "$bundle" && tar -C "$bundle" -xJf "$probe/bundle.tar.xz"
+tar -C / -xJf "$probe/pocl31.tar.xz"
+mkdir -p /tmp/pocl31-vendors && echo /usr/lib/x86_64-linux-gnu/libpocl.so.2 > /tmp/pocl31-vendors/pocl.icd
+export OCL_ICD_VENDORS=/tmp/pocl31-vendors OCL_ICD_FILENAMES=/usr/lib/x86_64-linux-gnu/libpocl.so.2
+export LD_LIBRARY_PATH=$bundle/lib:/deplibs:/usr/lib/llvm-15/lib
+echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2) | $(grep -o 'avx512[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+"$bundle/lenet5" devices
+train() {  # method kernels-folder [env...]
+    local method=$1 kernels=$2; shift 2
+    local args=(train --model mlp --variant gpu-local --epochs 1 --data "$probe/mnist" --train-limit 6000 --test-limit 1000)
+    [[ -n $kernels ]] && args+=(--kernels "$kernels")
+    local acc
+    acc=$(env POCL_CACHE_DIR="/tmp/pocl-cache-$method" POCL_WORK_GROUP_METHOD="$method" "$@" timeout 300 \
+          "$bundle/lenet5" "${args[@]}" 2>&1 | awk '$1 == "1" {print $NF} /error/')
+    echo "$method ${kernels:-embedded} $* -> $acc"
+}
+export OMP_NUM_THREADS=4 POCL_MAX_PTHREAD_COUNT=4
+# The embedded kernels: persistent steps in one group (the CPU's default) and in two, and a launch a step.
+for method in loopvec loops; do
+    for groups in "" 2 0; do train "$method" "" LENET5_PERSISTENT=$groups; done
+done
+for k in "$probe"/kernels/*/; do [[ -d $k ]] && train loopvec "${k%/}"; done
+for v in gpu gpu-constant gpu-local; do
+    POCL_CACHE_DIR=/tmp/pocl-cache-check timeout 300 "$bundle/lenet5" check --model mlp --variant $v --batch 1 --batches 2 \
+        --data "$probe/mnist" 2>&1 | tail -1
+done
