@@ -24,13 +24,16 @@ inline std::string slurp(const std::string& path) {
     return s.str();
 }
 
-inline CliResult run_cli(const std::string& args) {
+// A shell command line, its output captured.
+inline CliResult run_shell(const std::string& command) {
     // ctest runs tests in parallel processes: the capture files must be this process's own.
     const std::string base = ::testing::TempDir() + "lenet5_cli_" + std::to_string(::getpid());
     const std::string out = base + "_out.txt", err = base + "_err.txt";
-    const std::string cmd = std::string(LENET5_BINARY) + " " + args + " >" + out + " 2>" + err + " </dev/null";
+    const std::string cmd = "(" + command + ") >" + out + " 2>" + err + " </dev/null";
     const int raw = std::system(cmd.c_str());
     return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(out), slurp(err)};
 }
+
+inline CliResult run_cli(const std::string& args) { return run_shell(std::string(LENET5_BINARY) + " " + args); }
 
 }  // namespace lenet5::test
