@@ -1,6 +1,8 @@
 // lenet5: the command-line entry point. Every failure ends here as one line
 // `lenet5: error: ...` and an exit status (2 usage, 1 anything else, 128+signal
 // when interrupted).
+#include <unistd.h>
+
 #include <csignal>
 #include <iostream>
 
@@ -30,9 +32,13 @@ namespace {
 
 volatile std::sig_atomic_t g_signal = 0;
 
-extern "C" void on_signal(int sig) { g_signal = sig; }
+// The first SIGINT/SIGTERM lets the current step finish (the loop then saves and stops); a second
+// ends the process at once, whatever it waits for.
+extern "C" void on_signal(int sig) {
+    if (g_signal) _exit(128 + sig);
+    g_signal = sig;
+}
 
-// SIGINT/SIGTERM let the current step finish; the loop then saves and stops.
 void install_signal_handlers() {
     struct sigaction sa {};
     sa.sa_handler = on_signal;
