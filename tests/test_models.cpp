@@ -76,6 +76,66 @@ TEST(Models, RecipeSetsDefaultsAndFlagsOverride) {
     EXPECT_EQ(s.epochs, 10);
 }
 
+// models/lenet5-fast.net (issue 48): the built-in lenet5's network, layer for layer, with a recipe
+// for time to accuracy; only what a recipe may change differs.
+TEST(Models, Lenet5FastIsTheClassicNetworkWithItsRecipe) {
+    const Model fast = load_model(LENET5_SOURCE_DIR "/models/lenet5-fast.net");
+    const Network classic = load_model("lenet5").net;
+    const Network& net = fast.net;
+    EXPECT_EQ(net.name, "lenet5-fast");
+    EXPECT_EQ(net.param_count, classic.param_count);
+    EXPECT_EQ(net.param_count, 60850u);  // as test_network.cpp counts lenet5
+    EXPECT_EQ(net.loss, classic.loss);
+    EXPECT_EQ(net.input.c, classic.input.c);
+    EXPECT_EQ(net.input.h, classic.input.h);
+    EXPECT_EQ(net.input.w, classic.input.w);
+    ASSERT_EQ(net.layers.size(), classic.layers.size());
+    for (size_t i = 0; i < net.layers.size(); ++i) {
+        const LayerSpec &a = net.layers[i], &b = classic.layers[i];
+        SCOPED_TRACE(b.name);
+        EXPECT_EQ(a.name, b.name);
+        EXPECT_EQ(a.kind, b.kind);
+        EXPECT_EQ(a.activation, b.activation);
+        EXPECT_EQ(a.out.size(), b.out.size());
+        EXPECT_EQ(a.out.c, b.out.c);
+        EXPECT_EQ(a.out.h, b.out.h);
+        EXPECT_EQ(a.kernel, b.kernel);
+        EXPECT_EQ(a.stride, b.stride);
+        EXPECT_EQ(a.pad, b.pad);
+        EXPECT_EQ(a.conn_out, b.conn_out);  // C3's Table I, connection for connection
+        EXPECT_EQ(a.conn_in, b.conn_in);
+        EXPECT_EQ(a.weight_offset, b.weight_offset);
+        EXPECT_EQ(a.weight_count, b.weight_count);
+        EXPECT_EQ(a.bias_offset, b.bias_offset);
+        EXPECT_EQ(a.bias_count, b.bias_count);
+    }
+    EXPECT_EQ(net.layers[2].connections(), 60);  // C3
+    // The recipe: inputs normalised to mean 0 and deviation 1 ((b / 255 - 0.1307) / 0.3081), and
+    // the train line.
+    EXPECT_FLOAT_EQ(net.scaling.scale, 3.2457f);
+    EXPECT_FLOAT_EQ(net.scaling.shift, -0.4242f);
+    const TrainRecipe& r = fast.recipe;
+    EXPECT_EQ(r.batch, 128);
+    EXPECT_EQ(r.epochs, 4);
+    EXPECT_EQ(r.schedule, Schedule::OneCycle);
+    EXPECT_FLOAT_EQ(r.lr.value_or(0), 0.2f);
+    EXPECT_FLOAT_EQ(r.warmup.value_or(0), 0.5f);
+    EXPECT_FALSE(r.lr_decay.has_value());
+    EXPECT_FLOAT_EQ(r.momentum.value_or(0), 0.9f);
+    EXPECT_TRUE(r.nesterov);
+    EXPECT_FLOAT_EQ(r.label_smoothing.value_or(0), 0.1f);
+    EXPECT_FLOAT_EQ(r.weight_decay.value_or(0), 5e-4f);
+    // What train runs with it, no flags given.
+    const TrainSettings s = resolve_settings(TrainOptions{}, r);
+    EXPECT_EQ(s.batch, 128);
+    EXPECT_EQ(s.epochs, 4);
+    EXPECT_EQ(s.schedule, Schedule::OneCycle);
+    EXPECT_FLOAT_EQ(s.lr, 0.2f);
+    EXPECT_FLOAT_EQ(s.warmup, 0.5f);
+    EXPECT_TRUE(s.nesterov);
+    EXPECT_FLOAT_EQ(s.label_smoothing, 0.1f);
+}
+
 TEST(Models, LayerSetParses) {
     const Model m = parse_model(kHead +
                                     "conv a maps=4 kernel=3 stride=2 pad=1 act=relu  # a comment\n"
