@@ -320,24 +320,26 @@ __kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void first_forward(
 }
 
 // The tail's forward from the first layer's outputs in first_out (written by other groups in
-// step_run, so read through a volatile pointer: never from a stale cache), into the work area and
-// act: the other layers, the loss and the output's delta. Where act is first_out (group 0 of a
-// step whose first layer first_forward computed), the outputs are already there and no item
-// writes them: other groups read them in the same launch.
-#define TAIL_FORWARD(first_out)                                                     \
+// step_run, so read through a volatile pointer: never from a stale cache), into the work area and,
+// where `copy`, into act too: the other layers, the loss and the output's delta. No item may write
+// where another group of the launch reads: where act is first_out (group 0 of a step_update whose
+// first layer first_forward computed), `copy` is false. (step_run copies unconditionally: any test
+// in its loop costs NVIDIA's compiler 7% of the MLP's epoch; its host never starts a run of
+// several groups from slot 0.)
+#define TAIL_FORWARD(first_out, copy)                                               \
     for (int e = (int)get_local_id(0); e < FIRST_OUT; e += SG) {                   \
         const float v = ((volatile __global const float*)(first_out))[FIRST_AT + e]; \
         work[e] = v;                                                                \
-        if (act != (first_out)) act[FIRST_AT + e] = v;                              \
+        if (copy) act[FIRST_AT + e] = v;                                            \
     }                                                                               \
     SYNC();                                                                         \
     NETWORK_TAIL_FORWARD
 
 // The tail of a batch-1 step: its forward and every delta (NETWORK_BACKWARD), as step_samples
 // computes them.
-#define TAIL_STEP(first_out) \
-    TAIL_FORWARD(first_out)  \
-    SYNC();                  \
+#define TAIL_STEP(first_out, copy) \
+    TAIL_FORWARD(first_out, copy)   \
+    SYNC();                         \
     NETWORK_BACKWARD
 
 // tail_step's and tail_forward's names for their arguments, as the tail uses them.
@@ -355,7 +357,7 @@ __kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void tail_step(
     __global const uchar* labels, __global const int* rows, int first, float scale, __global float* acts,
     __global float* deltas, __global float* loss, __global int* hit, int slot, __global const float* params WORK_ARG) {
     TAIL_PROLOGUE;
-    TAIL_STEP(acts)
+    TAIL_STEP(acts, 0)  // act is acts
 }
 
 // The tail's forward alone, for a step whose phases the engine times apart (a probe): then
@@ -365,7 +367,7 @@ __kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void tail_forward(
     __global const uchar* labels, __global const int* rows, int first, float scale, __global float* acts,
     __global float* deltas, __global float* loss, __global int* hit, int slot, __global const float* params WORK_ARG) {
     TAIL_PROLOGUE;
-    TAIL_FORWARD(acts)
+    TAIL_FORWARD(acts, 0)  // act is acts
 }
 
 // Parameter p's gradient in a batch-1 step, from the sample's input (first_in) and the group's
@@ -435,7 +437,7 @@ __kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void step_update(
             for (int e = lid; e < INPUT_FLOATS; e += SG) sample_acts[e] = acts[e];
     }
     WORK_AREA(TAIL_WORK > SG ? TAIL_WORK : SG);  // fc_rows_forward's SG lane sums too
-    TAIL_STEP(acts)
+    TAIL_STEP(acts, act != acts)
     OWN_FIRST_ROWS;  // at most first_forward's SG / LANES a group
     first_rows_sgd(row0, own_rows_here, first_in, act, delta, grads, values, velocity, lr, momentum, weight_decay);
     for (int p = TAIL_BEGIN + (int)get_global_id(0); p < PARAM_FLOATS; p += (int)get_global_size(0)) {
@@ -497,7 +499,8 @@ __kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void grid_probe(volatil
 // rows[first .. first + steps): step_update's work for each, with a grid-wide barrier (grid_sync)
 // between one step and the next instead of a launch, so every group must be running at once (the
 // engine launches at most one per compute unit, and more than one only where grid_probe showed
-// that they meet at the barrier: a GPU's compute units; on a CPU through PoCL, one group). Step k's first-layer outputs are in slot cur_k
+// that they meet at the barrier: a GPU's compute units; on a CPU through PoCL, one group). Step k's
+// first-layer outputs are in slot cur_k
 // (cur_0 = cur: 0 acts, 1 acts_a, 2 acts_b; then 1 after 0 or 2, 2 after 1), each group's rows
 // written by that group at the end of step k - 1 and read by every group after the barrier. The
 // tail's parameters and momentum live in each group's own copy for the launch (tails: TAIL_BEGIN
@@ -536,7 +539,7 @@ __kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void step_run(
         __global const float* first_in = inputs + (size_t)row * INPUT_FLOATS;
         __global float* loss = group ? own + 2 * ACT_FLOATS : losses + slot + k;
         __global int* hit = group ? (__global int*)(own + 2 * ACT_FLOATS + 1) : hits + slot + k;
-        TAIL_STEP(cur == 0 ? acts : cur == 1 ? acts_a : acts_b)
+        TAIL_STEP(cur == 0 ? acts : cur == 1 ? acts_a : acts_b, 1)
         SYNC();  // every item has read the tail's parameters
         first_rows_sgd(row0, own_rows_here, first_in, act, delta, grads, values, velocity, lr, momentum,
                        weight_decay);

@@ -74,8 +74,8 @@ struct TrainingPath {
 int training_steps(int batch, int batches) { return std::max(batches, batch == 1 ? 32 : 4); }
 
 // Every way `train` may run this engine's steps: as it is; for batch-1 steps fused with the update,
-// a launch a step and runs of steps in one work-group and, where the device has the compute units
-// for them to run at once, in two.
+// a launch a step and runs of steps in one work-group, in two where the device has the compute
+// units for them to run at once, and in as many as train uses where that is more (a GPU's).
 std::vector<TrainingPath> training_paths(Engine& engine, int batch) {
     std::vector<TrainingPath> paths{{"as train runs it", [](Engine&) {}}};
 #ifdef LENET5_HAVE_OPENCL
@@ -89,6 +89,10 @@ std::vector<TrainingPath> training_paths(Engine& engine, int batch) {
              {"runs of steps in one work-group (step_run)", runs(kRun, 1)}};
     if (opencl->compute_units() >= 2)
         paths.push_back({"runs of steps in two work-groups (step_run, grid barrier)", runs(kRun, 2)});
+    if (opencl->step_run_groups() > 2)  // a GPU's own: a group per compute unit
+        paths.push_back({"runs of steps in " + std::to_string(opencl->step_run_groups()) +
+                             " work-groups, as train runs them (step_run, grid barrier)",
+                         runs(kRun, opencl->step_run_groups())});
 #else
     (void)engine;
     (void)batch;

@@ -499,6 +499,12 @@ void OpenCLEngine::record_run_step(const std::array<float, 3>& rates) {
 void OpenCLEngine::launch_run() {
     if (run_count_ == 0) return;
     const int next = run_first_ + run_count_;
+    if (run_slot_ == 0 && run_groups_ > 1) {
+        // Group 0 writes the step's activations to acts_, which the other groups would read in the
+        // same launch as slot 0: they read a copy in slot 1 instead.
+        rt_->queue().enqueueCopyBuffer(acts_, spread_acts_[0], 0, 0, sample_.act_floats * sizeof(float));
+        run_slot_ = 1;
+    }
     int slot = run_slot_;
     for (int k = 0; k < run_count_; ++k) slot = slot == 1 ? 2 : 1;
     cl::Kernel& k = run_.run.kernel;

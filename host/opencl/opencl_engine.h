@@ -62,6 +62,7 @@ public:
     // persistently (step_run): the kernels that `lenet5 check` must run as well.
     bool fuses_batch_one_steps() const { return fuse_tail_; }
     size_t compute_units() const { return rt_->compute_units(); }
+    int step_run_groups() const { return run_groups_; }  // the persistent path's work-groups
 
     void forward(Split split, int first, int count) override;
     void backward() override;
