@@ -1,10 +1,16 @@
-// The command line's contract: exit codes and one-line error messages.
+// The command line's contract: exit codes, one-line error messages, and the help texts' structure.
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
 
+#include "app/cli.h"
 #include "cli_runner.h"
+#include "common/error.h"
 #include "test_support.h"
 
 namespace {
@@ -21,21 +27,135 @@ void expect_usage_error(const std::string& args, const std::string& mentions) {
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << r.err;
 }
 
+
+// Each command and the options its --help defines (a line `  --flag ...`): exactly what it parses.
+const std::map<std::string, std::set<std::string>>& command_options() {
+    static const std::map<std::string, std::set<std::string>> options{
+        {"train",
+         {"--model", "--init", "--dataset", "--data", "--train-limit", "--test-limit", "--seed", "--epochs", "--batch",
+          "--lr", "--lr-decay", "--momentum", "--weight-decay", "--schedule", "--warmup", "--nesterov",
+          "--label-smoothing", "--target-accuracy", "--eval-every", "--variant", "--device", "--group", "--threads",
+          "--conv-algo", "--workers", "--grad-precision", "--sync-every", "--kernels", "--save", "--resume", "--json",
+          "--kernel-profile"}},
+        {"eval",
+         {"--model", "--dataset", "--data", "--test-limit", "--variant", "--device", "--group", "--threads",
+          "--conv-algo", "--kernels", "--json"}},
+        {"tune", {"--model", "--variant", "--batch", "--device", "--kernels", "--groups", "--steps", "--cache", "--conv"}},
+        {"infer",
+         {"--onnx", "--model", "--input", "--random", "--seed", "--batch", "--variant", "--device", "--threads",
+          "--conv-algo", "--kernels", "--repeats", "--output", "--json"}},
+        {"convbench",
+         {"--cases", "--sizes", "--strides", "--channels", "--filters", "--batch", "--algos", "--device", "--kernels",
+          "--repeats", "--forward-only", "--json"}},
+        {"check",
+         {"--variant", "--model", "--batch", "--batches", "--data", "--device", "--group", "--threads", "--conv-algo",
+          "--kernels", "--json"}},
+        {"kernels", {"--model", "--variant", "--batch", "--device", "--kernels", "--dump"}},
+        {"models", {}},
+        {"export", {"--model", "--onnx"}},
+        {"devices", {}},
+    };
+    return options;
+}
+
+// The options a help text defines: the flag that starts each `  --flag ...` line.
+std::set<std::string> defined_options(const std::string& help) {
+    std::set<std::string> flags;
+    const std::regex option_line(R"(^  (--[a-z][a-z0-9-]*))");
+    std::istringstream lines(help);
+    for (std::string line; std::getline(lines, line);) {
+        std::smatch m;
+        if (std::regex_search(line, m, option_line)) flags.insert(m[1]);
+    }
+    return flags;
+}
+
+// Every `--flag` word a text names, but in a quoted command line (`lenet5 kernels --dump DIR`), which
+// points at another command.
+std::set<std::string> named_options(const std::string& help) {
+    std::set<std::string> flags;
+    const std::string text = std::regex_replace(help, std::regex("`[^`]*`"), "");
+    const std::regex flag(R"(--[a-z][a-z0-9-]*)");
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), flag); it != std::sregex_iterator(); ++it)
+        flags.insert(it->str());
+    return flags;
+}
+
 }  // namespace
 
-TEST(Cli, HelpAndVersion) {
-    Result r = run("--help");
+TEST(Cli, HelpFitsAScreenAndNamesEveryCommand) {
+    const Result r = run("--help");
     EXPECT_EQ(r.status, 0);
-    EXPECT_NE(r.out.find("lenet5 train"), std::string::npos);
-    for (const char* flag : {"--variant", "--device", "--epochs", "--batch", "--lr", "--momentum", "--seed",
-                             "--train-limit", "--test-limit", "--data", "--json", "--save", "--resume", "--model",
-                             "--group", "lenet5 tune", "--groups", "--steps", "--cache", "--schedule", "--warmup",
-                             "--nesterov", "--label-smoothing", "--target-accuracy", "--eval-every"})
-        EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
-    EXPECT_EQ(run("train --help").status, 0);
-    r = run("--version");
-    EXPECT_EQ(r.status, 0);
-    EXPECT_EQ(r.out.rfind("lenet5 ", 0), 0u);
+    EXPECT_LE(std::count(r.out.begin(), r.out.end(), '\n'), 40) << r.out;
+    for (const auto& [command, options] : command_options())
+        EXPECT_NE(r.out.find("\n  " + command + " "), std::string::npos) << command << " is not listed, one a line";
+    EXPECT_NE(r.out.find("lenet5 COMMAND --help"), std::string::npos);
+    EXPECT_NE(r.out.find("--version"), std::string::npos);
+    // The commands' options are under their own --help, not here.
+    for (const char* flag : {"--target-accuracy", "--epochs", "--batch", "--variant", "--dump", "--onnx"})
+        EXPECT_EQ(r.out.find(flag), std::string::npos) << flag;
+    EXPECT_EQ(run("-h").out, r.out);
+    EXPECT_EQ(run("help").out, r.out);
+    const Result v = run("--version");
+    EXPECT_EQ(v.status, 0);
+    EXPECT_EQ(v.out.rfind("lenet5 ", 0), 0u);
+}
+
+TEST(Cli, EachCommandsHelpDefinesItsOwnOptionsInGroups) {
+    for (const auto& [command, options] : command_options()) {
+        const Result r = run(command + " --help");
+        ASSERT_EQ(r.status, 0) << command << ": " << r.err;
+        EXPECT_EQ(r.out.rfind("usage: lenet5 " + command, 0), 0u) << r.out;
+        EXPECT_EQ(defined_options(r.out), options) << command << "'s help:\n" << r.out;
+        // Options go in groups: a heading line `name:` before the first of them.
+        if (!options.empty()) {
+            EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\n[a-z][a-z ]*:\n  --)"))) << r.out;
+        }
+        // No other command's option is named, but in a quoted command line.
+        for (const std::string& flag : named_options(r.out)) {
+            if (options.count(flag)) continue;
+            for (const auto& [other, theirs] : command_options())
+                EXPECT_TRUE(other == command || !theirs.count(flag))
+                    << command << "'s help names " << flag << ", an option of " << other;
+        }
+        EXPECT_EQ(run(command + " --device 0 -h").out, r.out) << "-h, after other flags";
+        EXPECT_EQ(run("help " + command).out, r.out);
+    }
+    const std::string train = run("train --help").out, eval = run("eval --help").out;
+    EXPECT_NE(train.find("--target-accuracy"), std::string::npos);
+    EXPECT_EQ(eval.find("--target-accuracy"), std::string::npos);
+    for (const char* group : {"model and data:", "optimisation and schedule:", "time to accuracy:",
+                              "devices and workers:", "checkpoints and output files:"})
+        EXPECT_NE(train.find(group), std::string::npos) << group;
+}
+
+// Every option a command's help defines is one its parser takes (convbench parses its own).
+TEST(Cli, EveryOptionAHelpDefinesIsParsed) {
+    for (const auto& [command, options] : command_options()) {
+        if (command == "convbench") continue;
+        for (const std::string& flag : defined_options(lenet5::command_help(command))) {
+            try {
+                lenet5::parse_command_line({command, flag});  // a flag that takes a value: "needs a value"
+            } catch (const lenet5::UsageError& e) {
+                EXPECT_EQ(std::string(e.what()).find("unknown option"), std::string::npos) << command << " " << flag;
+            }
+        }
+    }
+}
+
+TEST(Cli, CheckHelpSaysWhatItRuns) {
+    const std::string help = run("check --help").out;
+    for (const char* text : {"layer by layer", "as train runs them", "fused", "networks that start fully connected",
+                             "a launch a step", "in one work-group", "in two", "layer, phase, step and path",
+                             "first failure"})
+        EXPECT_NE(help.find(text), std::string::npos) << text;
+}
+
+TEST(Cli, HelpOfAnUnknownCommandIsAUsageError) {
+    expect_usage_error("foo --help", "unknown command 'foo'");
+    expect_usage_error("help foo", "unknown command 'foo'");
+    expect_usage_error("--help foo", "unknown command 'foo'");
+    expect_usage_error("train --bogus", "lenet5 train --help");
 }
 
 TEST(Cli, BadCommandLinesExitTwoWithOneLine) {

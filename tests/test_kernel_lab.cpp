@@ -335,11 +335,16 @@ TEST(KernelLab, KernelsListsEachLaunchWithItsFileLineAndKnobs) {
 }
 
 TEST(KernelLab, HelpTellsOfTheNewCommandsAndFlag) {
-    const test::CliResult r = run_cli("--help");
-    for (const char* text : {"lenet5 check --variant V", "lenet5 kernels [options]", "lenet5 kernels --dump DIR",
-                             "--kernels DIR", "--batches N", "LENET5_KERNELS"})
-        EXPECT_NE(r.out.find(text), std::string::npos) << text;
-    EXPECT_NE(run_cli("convbench --help").out.find("--kernels DIR"), std::string::npos);
+    const std::string help = run_cli("--help").out;
+    for (const char* text : {"\n  check ", "\n  kernels ", "LENET5_KERNELS"})
+        EXPECT_NE(help.find(text), std::string::npos) << text;
+    const std::string check = run_cli("check --help").out, kernels = run_cli("kernels --help").out;
+    for (const char* text : {"usage: lenet5 check --variant V", "--batches N", "--kernels DIR", "LENET5_KERNELS"})
+        EXPECT_NE(check.find(text), std::string::npos) << text;
+    for (const char* text : {"usage: lenet5 kernels [options]", "lenet5 kernels --dump DIR", "--kernels DIR"})
+        EXPECT_NE(kernels.find(text), std::string::npos) << text;
+    for (const char* command : {"train", "eval", "infer", "tune", "convbench"})
+        EXPECT_NE(run_cli(std::string(command) + " --help").out.find("--kernels DIR"), std::string::npos) << command;
 }
 
 #endif  // LENET5_HAVE_OPENCL

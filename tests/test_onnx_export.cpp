@@ -257,7 +257,8 @@ TEST(OnnxExport, RefusesNetworksImagesCannotFeed) {
 #endif  // LENET5_HAVE_ONNX
 
 TEST(OnnxExport, HelpNamesTheCommand) {
-    EXPECT_NE(run_cli("--help").out.find("lenet5 export --model FILE --onnx OUT"), std::string::npos);
+    EXPECT_NE(run_cli("--help").out.find("\n  export "), std::string::npos);
+    EXPECT_EQ(run_cli("export --help").out.rfind("usage: lenet5 export --model CHECKPOINT --onnx OUT", 0), 0u);
 }
 
 TEST(OnnxExport, BadCheckpointIsOneLineError) {

@@ -32,6 +32,7 @@ struct Command {
     CheckOptions check;
     KernelsOptions kernels;
     std::string kernels_dir;  // --kernels DIR: the OpenCL kernel files to build from (opencl_kernels.h)
+    std::string help_command;  // Help: the command whose options to print; empty: the list of commands
 };
 
 // Whether a command builds OpenCL programs, so takes --kernels DIR (convbench parses its own).
@@ -40,6 +41,9 @@ bool takes_kernel_folder(Command::Kind kind);
 // Throws UsageError (exit 2) for an unknown command or flag, a missing or bad value.
 Command parse_command_line(const std::vector<std::string>& args);
 
+// `lenet5 --help`: the commands, one line each, and the global options (at most 40 lines).
 std::string help_text();
+// `lenet5 COMMAND --help`: the command's own options, in groups; empty for an unknown command.
+std::string command_help(const std::string& command);
 
 }  // namespace lenet5

@@ -173,7 +173,9 @@ int run(const std::vector<std::string>& args) {
     const Command cmd = parse_command_line(args);
     use_kernel_folder_of(cmd);
     switch (cmd.kind) {
-        case Command::Kind::Help: std::cout << help_text(); return 0;
+        case Command::Kind::Help:
+            std::cout << (cmd.help_command.empty() ? help_text() : command_help(cmd.help_command));
+            return 0;
         case Command::Kind::Version: {
             std::string variants;
             for (const auto& v : built_variants()) variants += (variants.empty() ? "" : " ") + v;

@@ -95,7 +95,7 @@ Options parse(const std::vector<std::string>& args) {
         } else if (flag == "--kernels") {
             o.kernels_dir = value();
             if (o.kernels_dir.empty()) throw UsageError(flag + " needs a non-empty value");
-        } else throw UsageError("unknown option '" + flag + "' for convbench (try `lenet5 --help`)");
+        } else throw UsageError("unknown option '" + flag + "' for convbench (try `lenet5 convbench --help`)");
     }
     if (o.algos.empty())
         for (ConvAlgo a : {ConvAlgo::Direct, ConvAlgo::Im2col, ConvAlgo::Winograd, ConvAlgo::CLBlast})
@@ -198,29 +198,41 @@ Row measure(OpenCLConv& conv, DeviceRuntime& rt, ConvAlgo algo, const ConvShape&
 }  // namespace
 
 std::string convbench_help() {
-    return "convbench options: the convolution algorithms side by side on one OpenCL device; per case and algorithm\n"
-           "  the forward's kernel ms, its ms with the host copies (input and weights in, output out), GFLOP/s,\n"
-           "  the backward passes' kernel ms (data + weights) and the largest relative error against the scalar\n"
-           "  reference at sampled elements (above 1e-4: FAILED, exit status 1); times are medians of the repeats\n"
-           "  --sizes N,...     seed cases: N x N images (default 256,512,1024,2048,4096; N grows until the\n"
+    return "usage: lenet5 convbench [options]\n"
+           "\n"
+           "The convolution algorithms side by side on one OpenCL device: per case and algorithm the\n"
+           "forward's kernel ms, its ms with the host copies (input and weights in, output out), GFLOP/s,\n"
+           "the backward passes' kernel ms (data + weights) and the largest relative error against the\n"
+           "scalar reference at sampled elements (above 1e-4: FAILED, exit status 1); times are medians\n"
+           "of the repeats.\n"
+           "\n"
+           "cases:\n"
+           "  --cases SET,...  seed (the seed's grid, below) and/or vgg16 (its 3x3 layers, 3 to 512 maps,\n"
+           "                   224 down to 14) (default: both)\n"
+           "  --sizes N,...    seed cases: N x N images (default 256,512,1024,2048,4096; N grows until the\n"
            "                   3x3 filter with padding 1 slides exactly to the edge)\n"
-           "  --strides S,...   seed cases' strides (default 1,2,3)\n"
-           "  --channels C      seed cases' input maps (default 3)\n"
-           "  --filters F       seed cases' output maps (default 1)\n"
-           "  --batch B,...     the VGG16 cases' batch sizes (default 1,16)\n"
-           "  --cases SET,...   seed (the above) and/or vgg16 (its 3x3 layers, 3 to 512 maps, 224 down to 14)\n"
-           "  --algos A,...     direct, im2col, winograd (3x3 stride-1 layers of a multiple of 4 maps, at\n"
-           "                    least 16; direct elsewhere; the weight gradient by im2col), clblast (default: those\n"
-           "                    this build has)\n"
-           "  --device N        the OpenCL device (default: the first GPU, else device 0)\n"
-           "  --repeats N       timed runs per measure (default 5)\n"
-           "  --forward-only    skip the backward passes\n"
-           "  --json FILE       also write the rows as JSON\n"
-           "  --kernels DIR     build the kernels from DIR's files, as for train\n";
+           "  --strides S,...  seed cases' strides (default 1,2,3)\n"
+           "  --channels C     seed cases' input maps (default 3)\n"
+           "  --filters F      seed cases' output maps (default 1)\n"
+           "  --batch B,...    the VGG16 cases' batch sizes (default 1,16)\n"
+           "\n"
+           "algorithms and device:\n"
+           "  --algos A,...    direct, im2col, winograd (3x3 stride-1 layers of a multiple of 4 maps, at\n"
+           "                   least 16; direct elsewhere; the weight gradient by im2col), clblast (default:\n"
+           "                   those this build has)\n"
+           "  --device N       OpenCL device index from `lenet5 devices` (default: first GPU, else first device)\n"
+           "  --kernels DIR    build the kernels from DIR's files (common.h and every .cl file, as\n"
+           "                   `lenet5 kernels --dump DIR` writes them) instead of the embedded copies\n"
+           "                   (default: $LENET5_KERNELS, else the embedded copies)\n"
+           "\n"
+           "measures and output files:\n"
+           "  --repeats N      timed runs per measure (default 5)\n"
+           "  --forward-only   skip the backward passes\n"
+           "  --json FILE      also write the rows as JSON\n";
 }
 
 int run_convbench(const std::vector<std::string>& args, std::ostream& out) {
-    if (std::find(args.begin(), args.end(), "--help") != args.end()) {
+    if (std::find(args.begin(), args.end(), "--help") != args.end() || std::find(args.begin(), args.end(), "-h") != args.end()) {
         out << convbench_help();
         return 0;
     }
