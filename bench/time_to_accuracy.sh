@@ -140,4 +140,4 @@ mp = stats([P[s] for s in seeds], "PyTorch (%s)" % (P[seeds[0]][4] if P[seeds[0]
 if mo and mp:
     print("PyTorch / ours, medians: %.1fx" % (mp / mo))
 EOF
-[ $keep = 1 ] && echo "runs in $out" || rm -rf "$out"
+if [ $keep = 1 ]; then echo "runs in $out"; else rm -rf "$out"; fi
