@@ -6,7 +6,7 @@
 # BUNDLE: bench/gpu/make_gpu_bundle.sh's folder. PROBE_DIR: pocl31.tar.xz (Debian 12's libpocl2,
 # its kernel library for avx512, clang-15, libLLVM-15, libclang-cpp15 and what they load, in deplibs/,
 # as bench/gpu/make_pocl31_bundle.sh packs them), mnist/ (a small MNIST), kernels/NAME/ (kernel folders,
-# optional), bundle.tar.xz (BUNDLE packed, unpacked into BUNDLE when that has no lenet5: it saves carry room).
+# optional), repro (bench/gpu/pocl31_repro/repro.cpp built, optional), bundle.tar.xz (BUNDLE packed, unpacked into BUNDLE when that has no lenet5: it saves carry room).
 set -uo pipefail
 bundle=$(realpath -m "${1:?bundle folder}") probe=$(realpath "${2:?probe folder}")
 [[ -f $probe/bundle.tar.xz && ! -x $bundle/lenet5 ]] && mkdir -p "$bundle" && tar -C "$bundle" -xJf "$probe/bundle.tar.xz"
@@ -31,6 +31,14 @@ for method in loopvec loops; do
     for groups in "" 2 0; do train "$method" "" LENET5_PERSISTENT=$groups; done
 done
 for k in "$probe"/kernels/*/; do [[ -d $k ]] && train loopvec "${k%/}"; done
+# Smaller kernels of the same shape (bench/gpu/pocl31_repro), built here into PROBE_DIR/repro.
+if [[ -x $probe/repro ]]; then
+    for method in default loopvec; do
+        [[ $method == default ]] && e=() || e=(POCL_WORK_GROUP_METHOD=$method)
+        echo "== pocl31_repro, $method"
+        env "${e[@]}" POCL_CACHE_DIR=/tmp/pocl-cache-repro-$method "$probe/repro" "$(dirname "$0")/pocl31_repro/repro.cl"
+    done
+fi
 for v in gpu gpu-constant gpu-local; do
     POCL_CACHE_DIR=/tmp/pocl-cache-check timeout 300 "$bundle/lenet5" check --model mlp --variant $v --batch 1 --batches 2 \
         --data "$probe/mnist" 2>&1 | tail -1
