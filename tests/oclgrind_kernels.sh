@@ -6,8 +6,10 @@
 #   tests/oclgrind_kernels.sh LENET5 SOURCE_DIR CASE   run one case (ctest runs each as its own test)
 #
 # A case is KIND/MODEL/VARIANT[/PATH][/ALGO]:
-#   check   `lenet5 check` (the variant's training steps against cpu) on 2 batches of 4 MNIST
-#           images (b1: 3 batches of 1, the MLP's own batch, which the per-sample engine fuses);
+#   check   `lenet5 check` (the variant's training steps against cpu) on a batch of 2 MNIST
+#           images layer by layer, then 2 steps as train runs them (the first a probe, the second
+#           fused) (b1: batches of 1, the MLP's own batch, which the per-sample engine fuses and
+#           runs persistently: 8 steps a training path);
 #   infer   `lenet5 infer --model CHECKPOINT` on a batch of 2 random images (the checkpoint
 #           made by a one-step `train --variant cpu`);
 #   onnx    `lenet5 infer --onnx` of tests/data/onnx's models on a batch of 2 random images;
@@ -86,12 +88,12 @@ case_name=$3
 command -v oclgrind >/dev/null || { echo "oclgrind is not installed (apt-get install oclgrind)"; exit 1; }
 
 IFS=/ read -r kind model variant rest <<<"$case_name"
-path="" algo="" batch=4 batches=2
+path="" algo="" batch=2 batches=1
 IFS=/ read -ra extra <<<"${rest:-}"
 for e in "${extra[@]}"; do
     case $e in
         sample | batch) path=$e ;;
-        b1) batch=1 batches=3 ;;
+        b1) batch=1 ;;
         own | direct | im2col | winograd) algo=$e ;;
         *) echo "unknown case part '$e' in $case_name" >&2; exit 2 ;;
     esac
