@@ -55,7 +55,8 @@ list_cases() {
         echo "check/mlp/$v/sample/b1"
         echo "check/mlp/$v/batch"
         echo "check/cnn_small/$v"
-        echo "check/vgg_small/$v"
+        # vgg_small's training on gpu-constant did not end within 10 minutes under Oclgrind.
+        [[ $v != gpu-constant ]] && echo "check/vgg_small/$v"
         for m in lenet5 mlp vgg_small; do echo "infer/$m/$v"; done
         echo "onnx/small/$v"
     done
@@ -68,10 +69,12 @@ list_cases() {
         echo "check/cnn_small/gpu-local/$a"
         echo "infer/cnn_small/gpu-local/$a"
     done
-    for a in direct im2col winograd; do
-        echo "check/vgg_small/gpu-local/$a"
-        echo "infer/vgg_small/gpu-local/$a"
-    done
+    # vgg_small's training through im2col and winograd, and its inference through winograd, took
+    # over 10 minutes each under Oclgrind on 2 cores: left out, to keep the label within CI's time
+    # (their kernels' results are checked against cpu by the OpenCL tests on PoCL).
+    echo "check/vgg_small/gpu-local/direct"
+    echo "infer/vgg_small/gpu-local/direct"
+    echo "infer/vgg_small/gpu-local/im2col"
 }
 
 if [[ ${1:-} == --list ]]; then
