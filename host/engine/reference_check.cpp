@@ -21,14 +21,24 @@ double relative_error(const std::vector<float>& v, const std::vector<float>& ref
     return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
 }
 
-std::vector<StepRecord> record_steps(Engine& e, const Network& net, const Dataset& data, int batch, int steps,
-                                     uint64_t seed) {
+namespace {
+
+// What every recording starts from: `data` as both splits, init_params(net, seed), the order
+// shuffled from seed + 1, the counters emptied.
+void start_steps(Engine& e, const Network& net, const Dataset& data, uint64_t seed) {
     e.upload(Split::Train, data);
     e.upload(Split::Test, data);
     e.set_params(init_params(net, seed));
     Rng rng(seed + 1);
     e.set_order(shuffled_order(data.count, rng));
     e.take_counters();
+}
+
+}  // namespace
+
+std::vector<StepRecord> record_steps(Engine& e, const Network& net, const Dataset& data, int batch, int steps,
+                                     uint64_t seed) {
+    start_steps(e, net, data, seed);
     std::vector<StepRecord> records;
     for (int step = 0; step < steps; ++step) {
         e.forward(Split::Train, step * batch, batch);
@@ -47,12 +57,7 @@ std::vector<StepRecord> record_steps(Engine& e, const Network& net, const Datase
 
 std::vector<StepRecord> record_training_path(Engine& e, const Network& net, const Dataset& data, int batch, int steps,
                                              uint64_t seed, bool read_every_step) {
-    e.upload(Split::Train, data);
-    e.upload(Split::Test, data);
-    e.set_params(init_params(net, seed));
-    Rng rng(seed + 1);
-    e.set_order(shuffled_order(data.count, rng));
-    e.take_counters();
+    start_steps(e, net, data, seed);
     std::vector<StepRecord> records;
     for (int step = 0; step < steps; ++step) {
         e.forward(Split::Train, step * batch, batch);
