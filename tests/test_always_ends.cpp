@@ -9,6 +9,8 @@
 #include "cli_runner.h"
 #include "test_support.h"
 
+// (Not with AddressSanitizer, which reserves terabytes of address space: no run fits the limit.)
+#ifndef LENET5_SANITIZED
 namespace {
 
 // lenet5 ARGS under a 200 MB address-space limit, killed after 60 s (so a hang fails, not blocks).
@@ -19,8 +21,6 @@ lenet5::test::CliResult run_limited(const std::string& args) {
 
 }  // namespace
 
-// (Not with AddressSanitizer, which reserves terabytes of address space: no run fits the limit.)
-#ifndef LENET5_SANITIZED
 TEST(MemoryLimit, VersionEndsAtOnce) {
     const auto r = run_limited("--version");
     EXPECT_EQ(r.status, 0) << r.err;
