@@ -8,14 +8,18 @@
 # OpenBLAS (35 MB; only the host variants' inference uses it), MPI, tests and the other benchmarks.
 # With LENET5_BUNDLE_MPI=1 also OUT_DIR/lenet5-mpi, built with MPI, for `mpirun` on a machine with
 # Open MPI 4.1 (the lent multi-GPU one): it takes that machine's MPI libraries, not copies of ours.
+# With LENET5_BUNDLE_TESTS=1 also OUT_DIR/lenet5_tests, the unit tests (bench/gpu/pocl31_tests.sh).
 set -euo pipefail
 src=$(realpath "${1:-$(dirname "$0")/../..}")
 out=$(realpath -m "${2:-$src/build-gpu}")
+binaries=(lenet5 lenet5_exchange_bench)
+tests=OFF
+[[ ${LENET5_BUNDLE_TESTS:-0} == 1 ]] && tests=ON && binaries+=(lenet5_tests)
 cmake -S "$src" -B "$out/build" -DCMAKE_BUILD_TYPE=Release -DLENET5_OPENBLAS=OFF -DLENET5_MPI=OFF \
-      -DLENET5_TESTS=OFF -DLENET5_BENCH=ON >/dev/null
-cmake --build "$out/build" -j "$(nproc)" --target lenet5 lenet5_exchange_bench
-cp "$out/build/lenet5" "$out/build/lenet5_exchange_bench" "$out/"
-binaries=("$out/lenet5" "$out/lenet5_exchange_bench")
+      -DLENET5_TESTS=$tests -DLENET5_BENCH=ON >/dev/null
+cmake --build "$out/build" -j "$(nproc)" --target "${binaries[@]}"
+for b in "${binaries[@]}"; do cp "$out/build/$b" "$out/"; done
+binaries=("${binaries[@]/#/$out/}")
 mpi_libs='^$'
 if [[ ${LENET5_BUNDLE_MPI:-0} == 1 ]]; then
     cmake -S "$src" -B "$out/build-mpi" -DCMAKE_BUILD_TYPE=Release -DLENET5_OPENBLAS=OFF -DLENET5_MPI=ON \

@@ -8,13 +8,7 @@
 # as bench/gpu/make_pocl31_bundle.sh packs them), mnist/ (a small MNIST), kernels/NAME/ (kernel folders,
 # optional), repro (bench/gpu/pocl31_repro/repro.cpp built, optional), bundle.tar.xz (BUNDLE packed, unpacked into BUNDLE when that has no lenet5: it saves carry room).
 set -uo pipefail
-bundle=$(realpath -m "${1:?bundle folder}") probe=$(realpath "${2:?probe folder}")
-[[ -f $probe/bundle.tar.xz && ! -x $bundle/lenet5 ]] && mkdir -p "$bundle" && tar -C "$bundle" -xJf "$probe/bundle.tar.xz"
-tar -C / -xJf "$probe/pocl31.tar.xz"
-mkdir -p /tmp/pocl31-vendors && echo /usr/lib/x86_64-linux-gnu/libpocl.so.2 > /tmp/pocl31-vendors/pocl.icd
-export OCL_ICD_VENDORS=/tmp/pocl31-vendors OCL_ICD_FILENAMES=/usr/lib/x86_64-linux-gnu/libpocl.so.2
-export LD_LIBRARY_PATH=$bundle/lib:/deplibs:/usr/lib/llvm-15/lib
-echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2) | $(grep -o 'avx512[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+source "$(dirname "$(realpath "$0")")/pocl31_env.sh" "$@"
 "$bundle/lenet5" devices
 train() {  # method kernels-folder [env...]
     local method=$1 kernels=$2; shift 2
