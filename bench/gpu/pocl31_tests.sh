@@ -5,6 +5,7 @@
 #   bench/gpu/pocl31_tests.sh BUNDLE PROBE_DIR [GTEST_FILTER]
 # BUNDLE: bench/gpu/make_gpu_bundle.sh's folder, made with LENET5_BUNDLE_TESTS=1 (it has lenet5_tests);
 # PROBE_DIR as bench/gpu/pocl31_probe.sh takes it (pocl31.tar.xz, mnist/, and bundle.tar.xz).
+# Environment: METHODS (default "loopvec loops"), SECONDS_EACH (a method's limit, 270).
 # GTEST_FILTER: default, every suite but those that need the whole MNIST, mpirun or onnxruntime (the
 # probe's MNIST has 6,000 training images). Run from the checkout the tests were built from, or a
 # copy of it: the tests find models/ and tests/data/ through the source path built into them, which
@@ -15,13 +16,14 @@ filter=${3:--MnistReal.*:Mpi.*:MpiBinding.*:OnnxExport.*}
 checkout=$(realpath "$(dirname "$0")/../..")
 built_in=$(strings "$bundle/lenet5_tests" | grep -m1 -oE '^/.*/models/lenet5-fast\.net$' | sed 's|/models/lenet5-fast.net$||')
 [[ -n $built_in && ! -e $built_in ]] && mkdir -p "$(dirname "$built_in")" && ln -s "$checkout" "$built_in"
-mkdir -p "$bundle/build" && ln -sf ../lenet5 "$bundle/build/lenet5"  # where the tests built it
+binary=$(strings "$bundle/lenet5_tests" | grep -m1 -oE '^/.*/build/lenet5$')  # the lenet5 the CLI tests run
+[[ -n $binary && ! -e $binary ]] && mkdir -p "$(dirname "$binary")" && ln -s "$bundle/lenet5" "$binary"
 "$bundle/lenet5" devices
 export LENET5_DATA=$probe/mnist
-for method in loopvec loops; do
+for method in ${METHODS:-loopvec loops}; do
     echo "== POCL_WORK_GROUP_METHOD=$method, a fresh kernel cache"
     rm -rf "/tmp/pocl-cache-tests-$method"
     POCL_CACHE_DIR=/tmp/pocl-cache-tests-$method POCL_WORK_GROUP_METHOD=$method \
-        timeout 280 "$bundle/lenet5_tests" --gtest_filter="$filter" --gtest_brief=1 2>&1 | tail -40
+        timeout "${SECONDS_EACH:-270}" "$bundle/lenet5_tests" --gtest_filter="$filter" --gtest_brief=1 2>&1 | tail -40
     echo "exit ${PIPESTATUS[0]}"
 done
