@@ -109,6 +109,17 @@ def check_pages(root, files, known):
     return errors
 
 
+def check_results_index(root, known):
+    """Every tracked file and folder directly in bench/results has its row in bench/results/README.md."""
+    index = os.path.join(root, "bench", "results", "README.md")
+    if known is None or not os.path.exists(index):
+        return []
+    listed = set(re.findall(r"^\| \[([^\]]+)\]", open(index, encoding="utf-8").read(), flags=re.M))
+    entries = {f.split("/")[2] for f in known if f.startswith("bench/results/") and f.count("/") >= 2}
+    return ["bench/results/README.md: no row for %s" % e
+            for e in sorted(entries - listed - {"README.md", "JOURNAL.md"})]
+
+
 def self_test():
     """The checker must fail on a broken link, a missing anchor and an untracked script."""
     with tempfile.TemporaryDirectory() as d:
@@ -126,6 +137,11 @@ def self_test():
             got = len(check_pages(d, [page], {"docs", "docs/ok.md", "README.md"}))
             if (got > 0) != (want > 0):
                 return "self-test: %r gave %d errors, expected %s" % (text, got, "some" if want else "none")
+        os.makedirs(os.path.join(d, "bench", "results"))
+        open(os.path.join(d, "bench", "results", "README.md"), "w").write("| [a.txt](a.txt) | x | y |\n")
+        known = {"bench/results/README.md", "bench/results/a.txt", "bench/results/b/c.txt"}
+        if check_results_index(d, known) != ["bench/results/README.md: no row for b"]:
+            return "self-test: an unindexed folder in bench/results went unnoticed"
     return None
 
 
@@ -236,7 +252,8 @@ def main():
             print("docs_check: " + err)
             return 1
     files = pages(root)
-    errors = check_pages(root, files, tracked(root))
+    known = tracked(root)
+    errors = check_pages(root, files, known) + check_results_index(root, known)
     for e in errors:
         print("docs_check: " + e)
     print("docs_check: %d pages: %s" % (len(files), "%d problems" % len(errors) if errors else "every link and path ok"))
