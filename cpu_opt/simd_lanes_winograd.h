@@ -12,8 +12,8 @@
 // 3 tiles, 12 columns), 54,000 by F(5,5) (2 tiles). The transforms are paid per input map (B^T)
 // and per output map (A^T), so these passes pay only where each output map sums several
 // connections: on C1 (one each) the forward took 37 -> 40 us a group of 8, its backward 29 ->
-// 35 (bench/RESULTS.md). C1's forward and weight gradient pay in an order of their own
-// (simd_lanes_winograd_alone.h).
+// 35 (bench/results/JOURNAL.md, "C3 by Winograd's F(4,5)"). C1's forward and weight gradient
+// pay in an order of their own (simd_lanes_winograd_alone.h).
 //
 // Include only through simd_lane_layers.h.
 #pragma once

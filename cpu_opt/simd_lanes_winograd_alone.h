@@ -22,7 +22,8 @@ namespace {
 // - weight gradient (where no input gradient is asked: the network's first layer): each point
 //   of A dy made in registers as it is used, never stored.
 // With LaneWinograd's passes as they are (the transformed tensors whole), C1's forward took
-// 37 -> 40-45 us a group of 8 and its backward 29 -> 35-38 (bench/RESULTS.md).
+// 37 -> 40-45 us a group of 8 and its backward 29 -> 35-38 (bench/results/JOURNAL.md,
+// "C3 by Winograd's F(4,5)").
 template <class V>
 struct LaneWinogradAlone {
     using W = LaneWinograd<V, WinogradF45<V>>;

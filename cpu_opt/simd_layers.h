@@ -129,8 +129,8 @@ struct SimdLayers {
     // monic of degree 4 and Q of degree 3, fitted for the least largest relative error on
     // [0, 7.9] by fit_tanh.py, on x clamped to +-7.9 (where tanh rounds to 1 in float).
     // No branch, no exp, 12 vector operations (P monic: its first Horner step is an add). Its
-    // time follows the operation count, not the chain's latency (bench/RESULTS.md): Eigen's
-    // degree 13 over 6, used before, took 14, and C1's forward spent a third of its time in it.
+    // time follows the operation count, not the chain's latency (bench/results/JOURNAL.md, "a tanh
+    // of 12 vector operations for 14"): Eigen's degree 13 over 6, used before, took 14, and C1's forward spent a third of its time in it.
     // NaN stays NaN (max and min return their second operand then).
     static F tanh(F x) {
         x = V::min(V::set1(7.90531110763549805f), V::max(V::set1(-7.90531110763549805f), x));

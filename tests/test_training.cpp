@@ -45,9 +45,9 @@ namespace {
 std::string phase_share_problems(const EpochResult& e) {
     const PhaseTimes& t = e.times;
     const double sum = t.forward_ms + t.backward_ms + t.update_ms;
-    // Within 10% of the wall time on a quiet machine (bench/RESULTS.md); here, where the suite
-    // shares the cores with other tests, only what no load can cause: no phase time lost (the
-    // fused steps' time counted) and none counted twice.
+    // Within 10% of the wall time on a quiet machine (bench/RESULTS.md, "How the phases are timed"); here,
+    // where the suite shares the cores with other tests, only what no load can cause: no phase time lost
+    // (the fused steps' time counted) and none counted twice.
     const bool ok = sum >= 0.6 * e.wall_ms && sum <= 1.1 * e.wall_ms && t.forward_ms > 0.05 * e.wall_ms &&
                     t.backward_ms > 0.05 * e.wall_ms && t.update_ms > 0;
     if (ok) return "";

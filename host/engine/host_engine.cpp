@@ -309,11 +309,11 @@ void HostEngine::forward(Split split, int first, int count) {
 int HostEngine::parts(int count) const {
     for (size_t k = tail_; k < net_.layers.size(); ++k)
         if (split_rows(k)) return threads_;
-    // Fewer than a lane group a thread, but four groups or more: a whole group a part, on fewer
-    // threads. LeNet-5 on a 16-core Xeon (bench/RESULTS.md), one epoch at batch 64: on 16 threads
-    // 474 -> 372 ms, on 12 547 -> 431 (8 run 394-415 either way); at batch 32 on 16, 646 -> 586.
-    // At batch 16 on 16, two groups on two threads took 1,120 ms against 994 one sample a thread.
-    // Each part costs a copy of the tail's gradients, written and summed, and a thread at the barriers.
+    // Fewer than a lane group a thread, but four groups or more: a whole group a part, on fewer threads.
+    // LeNet-5 on a 16-core Xeon (bench/results/JOURNAL.md, "`omp` on 16 cores"), one epoch at batch 64: on
+    // 16 threads 474 -> 372 ms, on 12 547 -> 431 (8 run 394-415 either way); at batch 32 on 16, 646 -> 586.
+    // At batch 16 on 16, two groups on two threads took 1,120 ms against 994 one sample a thread. Each part
+    // costs a copy of the tail's gradients, written and summed, and a thread at the barriers.
     const int L = groups_.lanes;
     if (L > 0 && count < L * threads_ && count >= 4 * L) return count / L;
     return std::min(threads_, count);
