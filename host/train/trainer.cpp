@@ -52,10 +52,12 @@ void add(PhaseTimes& total, const PhaseTimes& t) {
 // epoch with evaluations inside it is timed in parts).
 void add_times(Engine& engine, EpochResult& r) {
     add(r.times, engine.take_times());
-    for (const auto& [name, t] : engine.take_worker_times()) {
-        auto it = std::find_if(r.workers.begin(), r.workers.end(), [&](const auto& w) { return w.first == name; });
-        if (it == r.workers.end()) r.workers.push_back({name, t});
-        else add(it->second, t);
+    // (Not `[name, t]`: a C++17 lambda cannot capture a structured binding, and clang refuses it.)
+    for (const auto& worker : engine.take_worker_times()) {
+        auto it = std::find_if(r.workers.begin(), r.workers.end(),
+                               [&](const auto& w) { return w.first == worker.first; });
+        if (it == r.workers.end()) r.workers.push_back({worker.first, worker.second});
+        else add(it->second, worker.second);
     }
     for (const KernelTime& k : engine.take_kernel_times()) add_kernel_time(r.kernels, k.name, k.launches, k.ms);
 }
