@@ -5,7 +5,10 @@
 #   bench/gpu/pocl31_tests.sh BUNDLE PROBE_DIR [GTEST_FILTER]
 # BUNDLE: bench/gpu/make_gpu_bundle.sh's folder, made with LENET5_BUNDLE_TESTS=1 (it has lenet5_tests);
 # PROBE_DIR as bench/gpu/pocl31_probe.sh takes it (pocl31.tar.xz, mnist/, and bundle.tar.xz).
-# Environment: METHODS (default "loopvec loops"), SECONDS_EACH (a method's limit, 270).
+# Environment: METHODS (default "loopvec loops"), SECONDS_EACH (a method's limit, 270), SHARDS (test
+# processes run side by side, each a GoogleTest shard with its own fresh kernel cache; default 1),
+# LOG_DIR (if set, each method's and shard's whole output goes to LOG_DIR/METHOD_shardN.txt; the
+# terminal gets only failures and totals either way).
 # GTEST_FILTER: default, the OpenCL agreement tests of the pocl-methods label (every variant against
 # cpu, fused against unfused steps, bit-identical reruns) and the phase-time test the MLP failed (the
 # whole suite takes over 4 minutes a method on 16 cores; the probe's MNIST has 6,000 training images,
@@ -22,10 +25,21 @@ binary=$(strings "$bundle/lenet5_tests" | grep -m1 -oE '^/.*/build/lenet5$')  # 
 [[ -n $binary && ! -e $binary ]] && mkdir -p "$(dirname "$binary")" && ln -s "$bundle/lenet5" "$binary"
 "$bundle/lenet5" devices
 export LENET5_DATA=$probe/mnist
+logs=${LOG_DIR:-/tmp/pocl31-tests-logs} shards=${SHARDS:-1}
+mkdir -p "$logs"
 for method in ${METHODS:-loopvec loops}; do
-    echo "== POCL_WORK_GROUP_METHOD=$method, a fresh kernel cache"
-    rm -rf "/tmp/pocl-cache-tests-$method"
-    POCL_CACHE_DIR=/tmp/pocl-cache-tests-$method POCL_WORK_GROUP_METHOD=$method \
-        timeout "${SECONDS_EACH:-270}" "$bundle/lenet5_tests" --gtest_filter="$filter" --gtest_brief=1 2>&1 | tail -40
-    echo "exit ${PIPESTATUS[0]}"
+    echo "== POCL_WORK_GROUP_METHOD=$method, a fresh kernel cache a shard, $shards shard(s)"
+    for ((shard = 0; shard < $shards; shard++)); do
+        log=$logs/${method}_shard$shard.txt cache=/tmp/pocl-cache-tests-$method-$shard
+        rm -rf "$cache"
+        (POCL_CACHE_DIR=$cache POCL_WORK_GROUP_METHOD=$method GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$shard \
+            timeout "${SECONDS_EACH:-270}" "$bundle/lenet5_tests" --gtest_filter="$filter" >"$log" 2>&1
+         echo "exit $?" >>"$log") &
+    done
+    wait
+    for ((shard = 0; shard < $shards; shard++)); do
+        echo "-- shard $shard"
+        grep -E '^\[ +(FAILED|SKIPPED|PASSED) +\]|^\[=+\] .* ran|^exit |Failure' \
+            "$logs/${method}_shard$shard.txt"
+    done
 done
