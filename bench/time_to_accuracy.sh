@@ -13,15 +13,16 @@
 #                                                     PyTorch on CUDA with CUDA graphs
 #
 # Environment: SEEDS (default "1 2 3 4 5"), TARGET (99%), EVAL_EVERY (steps between evaluations,
-# counted from the first step; default 47, a tenth of an epoch at batch 128), MODEL (the recipe,
-# default models/lenet5-fast.net), VARIANT (cpu: omp, gpu: gpu-local), THREADS (the peer's on the
-# CPU, 2), PYTHON (cpu: /usr/bin/python3, Debian's python3-torch; gpu: python3). The runs alternate,
-# ours then the peer for each seed, so that a busy minute on a shared machine slows both. Each run's
-# JSON (ours: --json; the peer: its output lines) is kept in OUT_DIR (default: a temporary folder,
-# removed). A peer that is not installed (exit 3) is skipped with a note. OMP_WAIT_POLICY is passive
-# unless set: ours and Debian's torch both use libgomp, whose spinning threads lose their cores to
-# any other work on a shared machine (a LeNet-5 epoch of `omp` 7x slower, PyTorch's 5x, beside two
-# other builds); passive keeps both near their quiet speed, and is printed with the results.
+# counted from the first step; default a tenth of an epoch at the recipe's batch, 6000 / batch: 23
+# at 256), MODEL (the recipe, default models/lenet5-fast.net), VARIANT (cpu: omp, gpu: gpu-local),
+# THREADS (the peer's on the CPU, 2), PYTHON (cpu: /usr/bin/python3, Debian's python3-torch; gpu:
+# python3). The runs alternate, ours then the peer for each seed, so that a busy minute on a shared
+# machine slows both. Each run's JSON (ours: --json; the peer: its output lines) is kept in OUT_DIR
+# (default: a temporary folder, removed). A peer that is not installed (exit 3) is skipped with a
+# note. OMP_WAIT_POLICY is passive unless set: ours and Debian's torch both use libgomp, whose
+# spinning threads lose their cores to any other work on a shared machine (a LeNet-5 epoch of `omp`
+# 7x slower, PyTorch's 5x, beside two other builds); passive keeps both near their quiet speed, and
+# is printed with the results.
 set -uo pipefail
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 mode=${1:-}
@@ -30,7 +31,8 @@ root=$(dirname "$bench")
 model=$(realpath "${MODEL:-$root/models/lenet5-fast.net}")
 seeds=${SEEDS:-1 2 3 4 5}
 target=${TARGET:-99%}
-every=${EVAL_EVERY:-47}
+recipe_batch=$(grep -m1 -oE '^train .*batch=[0-9]+' "$model" | grep -oE '[0-9]+$')
+every=${EVAL_EVERY:-$((6000 / ${recipe_batch:-64}))}
 usage="usage: bench/time_to_accuracy.sh cpu [BINARY [OUT_DIR]] | gpu BUNDLE_DIR [OUT_DIR]"
 case "$mode" in
     cpu)

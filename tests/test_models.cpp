@@ -115,11 +115,11 @@ TEST(Models, Lenet5FastIsTheClassicNetworkWithItsRecipe) {
     EXPECT_FLOAT_EQ(net.scaling.scale, 3.2457f);
     EXPECT_FLOAT_EQ(net.scaling.shift, -0.4242f);
     const TrainRecipe& r = fast.recipe;
-    EXPECT_EQ(r.batch, 128);
+    EXPECT_EQ(r.batch, 256);
     EXPECT_EQ(r.epochs, 4);
     EXPECT_EQ(r.schedule, Schedule::OneCycle);
-    EXPECT_FLOAT_EQ(r.lr.value_or(0), 0.2f);
-    EXPECT_FLOAT_EQ(r.warmup.value_or(0), 0.5f);
+    EXPECT_FLOAT_EQ(r.lr.value_or(0), 0.25f);
+    EXPECT_FLOAT_EQ(r.warmup.value_or(0), 1.2f);
     EXPECT_FALSE(r.lr_decay.has_value());
     EXPECT_FLOAT_EQ(r.momentum.value_or(0), 0.9f);
     EXPECT_TRUE(r.nesterov);
@@ -127,11 +127,11 @@ TEST(Models, Lenet5FastIsTheClassicNetworkWithItsRecipe) {
     EXPECT_FLOAT_EQ(r.weight_decay.value_or(0), 5e-4f);
     // What train runs with it, no flags given.
     const TrainSettings s = resolve_settings(TrainOptions{}, r);
-    EXPECT_EQ(s.batch, 128);
+    EXPECT_EQ(s.batch, 256);
     EXPECT_EQ(s.epochs, 4);
     EXPECT_EQ(s.schedule, Schedule::OneCycle);
-    EXPECT_FLOAT_EQ(s.lr, 0.2f);
-    EXPECT_FLOAT_EQ(s.warmup, 0.5f);
+    EXPECT_FLOAT_EQ(s.lr, 0.25f);
+    EXPECT_FLOAT_EQ(s.warmup, 1.2f);
     EXPECT_TRUE(s.nesterov);
     EXPECT_FLOAT_EQ(s.label_smoothing, 0.1f);
 }

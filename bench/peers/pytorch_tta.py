@@ -6,7 +6,7 @@ from there) until the first test evaluation at or above --target, as `lenet5 tra
 --target-accuracy A --eval-every N` does, and reports the training seconds to it:
 
   /usr/bin/python3 bench/peers/pytorch_tta.py --recipe models/lenet5-fast.net --seed 1 \\
-      --target 99% --eval-every 47 --threads 2
+      --target 99% --eval-every 23 --threads 2
   python3 bench/peers/pytorch_tta.py --recipe models/lenet5-fast.net --device cuda --cuda-graphs ...
 
 The recipe: --recipe FILE reads a model file's `train` line (batch, epochs, lr, lr-decay,
