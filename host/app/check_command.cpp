@@ -145,8 +145,8 @@ int run_check(const CheckOptions& o, std::ostream& out) {
     // through, read after the last; at batch 1 also read after each step, to name the step (a read
     // ends a run of steps, so both are needed).
     const bool each = batch == 1;
-    const std::vector<StepRecord> none;
-    const auto ref_steps = each ? record_training_path(reference, net, data, batch, path_steps, kSeed, true) : none;
+    std::vector<StepRecord> ref_steps;
+    if (each) ref_steps = record_training_path(reference, net, data, batch, path_steps, kSeed, true);
     const auto ref_run = record_training_path(reference, net, data, batch, path_steps, kSeed, false);
     for (const TrainingPath& path : training_paths(*engine, batch)) {
         auto path_engine = make_engine(net, request);
