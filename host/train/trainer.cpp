@@ -56,7 +56,7 @@ void add_times(Engine& engine, EpochResult& r) {
     for (const auto& worker : engine.take_worker_times()) {
         auto it = std::find_if(r.workers.begin(), r.workers.end(),
                                [&](const auto& w) { return w.first == worker.first; });
-        if (it == r.workers.end()) r.workers.push_back({worker.first, worker.second});
+        if (it == r.workers.end()) r.workers.push_back(worker);
         else add(it->second, worker.second);
     }
     for (const KernelTime& k : engine.take_kernel_times()) add_kernel_time(r.kernels, k.name, k.launches, k.ms);
