@@ -189,30 +189,13 @@ __kernel void sum_rows(__global const float* part, int rows, int cols, int split
     grads[c < split ? off_w + c : off_b + c - split] = sum;
 }
 
-// SGD with momentum and L2 weight decay over the flat buffer: v = momentum*v + g + weight_decay*p;
-// p -= lr*v, or with -DNESTEROV p -= lr*(g + weight_decay*p + momentum*v) (the arithmetic of
-// update.cl's sgd_momentum, which needs the per-sample kernels' common.h; fc_sgd and fc_sgd_data
-// do the same on vectors). NDRange (round_up(n, WG)).
-inline void sgd_at(__global float* params, __global float* velocity, int i, float g, float lr, float momentum,
-                   float weight_decay) {
-#ifdef NESTEROV
-    const float gw = g + weight_decay * params[i];
-    const float v = momentum * velocity[i] + gw;
-    velocity[i] = v;
-    params[i] -= lr * (gw + momentum * v);
-#else
-    const float v = momentum * velocity[i] + (g + weight_decay * params[i]);
-    velocity[i] = v;
-    params[i] -= lr * v;
-#endif
-}
-
-// sgd_at on parameter e of the buffer without its skip_n parameters from skip (a layer that
-// fc_sgd or fc_sgd_data updates).
+// update_rule.h's sgd_step on parameter e of the buffer without its skip_n parameters from skip (a
+// layer that fc_sgd or fc_sgd_data updates). The SGD kernels here are SGD only: under Adam the engine
+// runs update.cl's adam_update.
 inline void sgd_skipping(__global float* params, __global float* velocity, __global const float* grads, int e,
                          int skip, int skip_n, float lr, float momentum, float weight_decay) {
     const int i = e >= skip ? e + skip_n : e;
-    sgd_at(params, velocity, i, grads[i], lr, momentum, weight_decay);
+    sgd_step(params, velocity, i, grads[i], lr, momentum, weight_decay);
 }
 
 __kernel void batch_sgd(__global float* params, __global float* velocity, __global const float* grads, int n, float lr,
@@ -257,16 +240,10 @@ __kernel void fc_sgd(__global float* params, __global float* velocity, __global 
         if (o0 + j >= O) break;
         __global float* p = params + w_off + (o0 + j) * I + i;
         __global float* v = velocity + w_off + (o0 + j) * I + i;
-        __global float4* p4 = (__global float4*)p;
-#ifdef NESTEROV
-        const float4 w = *p4, gw = g[j] + weight_decay * w, vel = momentum * *(__global float4*)v + gw;
+        float4 w = *(__global float4*)p, vel = *(__global float4*)v;
+        SGD_STEP(float4, w, vel, g[j], lr, momentum, weight_decay);
         *(__global float4*)v = vel;
-        *p4 = w - lr * (gw + momentum * vel);
-#else
-        const float4 w = *p4, vel = momentum * *(__global float4*)v + (g[j] + weight_decay * w);
-        *(__global float4*)v = vel;
-        *p4 = w - lr * vel;
-#endif
+        *(__global float4*)p = w;
     }
 }
 
@@ -299,7 +276,7 @@ __kernel __attribute__((reqd_work_group_size(256, 1, 1))) void fc_sgd_data(
     if (get_group_id(0) == 0 && lid < rows) {
         float b = 0.0f;
         for (int s = 0; s < count; ++s) b += Ds[lid * FD_SAMPLES + s];
-        sgd_at(params, velocity, b_off + o0 + lid, b, lr, momentum, weight_decay);
+        sgd_step(params, velocity, b_off + o0 + lid, b, lr, momentum, weight_decay);
     }
     const int live = i < I;
     float2 x[FD_SAMPLES], dx[FD_SAMPLES];
@@ -325,15 +302,10 @@ __kernel __attribute__((reqd_work_group_size(256, 1, 1))) void fc_sgd_data(
             dx[s4 + 2] = mad((float2)(d.s2), w, dx[s4 + 2]);
             dx[s4 + 3] = mad((float2)(d.s3), w, dx[s4 + 3]);
         }
-#ifdef NESTEROV
-        const float2 gw = g + weight_decay * w, vel = momentum * vel0 + gw;
+        float2 w1 = w, vel = vel0;
+        SGD_STEP(float2, w1, vel, g, lr, momentum, weight_decay);
         *(__global float2*)v = vel;
-        *(__global float2*)p = w - lr * (gw + momentum * vel);
-#else
-        const float2 vel = momentum * vel0 + (g + weight_decay * w);
-        *(__global float2*)v = vel;
-        *(__global float2*)p = w - lr * vel;
-#endif
+        *(__global float2*)p = w1;
     }
 #pragma unroll
     for (int s = 0; s < FD_SAMPLES; ++s) sums[(warp * FD_SAMPLES + s) * 32 + lane] = dx[s];

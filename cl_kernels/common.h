@@ -87,24 +87,6 @@ inline float activation_grad(int act, float y) {
                                 : 1.0f;
 }
 
-// SGD with momentum and L2 weight decay on parameter i, whose gradient is g:
-// v = momentum*v + g + weight_decay*p; p -= lr*v (update.cl's sgd_momentum, step.cl's gradients_sgd).
-// -DNESTEROV (the host's TrainingRule::nesterov): Nesterov momentum, p -= lr*(g + weight_decay*p +
-// momentum*v) with the new v, as the host's update does.
-inline void sgd_step(__global float* params, __global float* velocity, int i, float g, float lr, float momentum,
-                     float weight_decay) {
-#ifdef NESTEROV
-    const float gw = g + weight_decay * params[i];
-    const float v = momentum * velocity[i] + gw;
-    velocity[i] = v;
-    params[i] -= lr * (gw + momentum * v);
-#else
-    const float v = momentum * velocity[i] + (g + weight_decay * params[i]);
-    velocity[i] = v;
-    params[i] -= lr * v;
-#endif
-}
-
 // The softmax cross-entropy's target of output k for a sample of `label` among n outputs: the
 // one-hot label, or with -DLABEL_SMOOTHING=e (the host's TrainingRule::label_smoothing, a float
 // literal) (1 - e) on the label plus e/n on every output, as preprocess.h computes it.

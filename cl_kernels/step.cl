@@ -4,6 +4,8 @@
 // follows. At batch 1 a training step is two launches instead: step_samples (forward and backward)
 // and gradients_sgd (gradients and update), except a step whose phases the engine times apart (a
 // probe: forward_samples, backward_samples, gradients_one, sgd_momentum, with the same results).
+// The fused kernels (gradients_update, gradients_sgd, step_update, step_run) apply update_rule.h's
+// SGD only: under Adam the engine runs the step phase by phase, then update.cl's adam_update.
 // The NETWORK_ macros are the network's layers as calls,
 // written by the host (host/opencl/opencl_program.cpp) from the names declared here.
 //

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "host_ops.h"
+#include "update_rule.h"
 
 namespace lenet5 {
 namespace {
@@ -230,18 +231,7 @@ void backward(const LayerSpec& l, const float* p, const float* in, const float* 
 
 void update(float* p, float* v, const float* g, size_t n, float lr, float momentum, float weight_decay,
             bool nesterov) {
-    if (nesterov) {
-        for (size_t i = 0; i < n; ++i) {
-            const float gw = g[i] + weight_decay * p[i];
-            v[i] = momentum * v[i] + gw;
-            p[i] -= lr * (gw + momentum * v[i]);
-        }
-        return;
-    }
-    for (size_t i = 0; i < n; ++i) {
-        v[i] = momentum * v[i] + (g[i] + weight_decay * p[i]);
-        p[i] -= lr * v[i];
-    }
+    for (size_t i = 0; i < n; ++i) sgd_step<ScalarMath>(p[i], v[i], g[i], lr, momentum, weight_decay, nesterov);
 }
 
 }  // namespace

@@ -41,8 +41,7 @@ struct HostOps {
     void (*backward)(const LayerSpec& layer, const float* params, const float* in, const float* out,
                      float* dout, float* din, float* grads);
 
-    // Over n parameters: v = momentum*v + g + weight_decay*p; p -= lr*v, or with `nesterov`
-    // p -= lr*(g + weight_decay*p + momentum*v) (TrainingRule).
+    // SGD over n parameters: update_rule.h's sgd_step on each (Adam is update_rule.h's adam_update).
     void (*update)(float* params, float* velocity, const float* grads, size_t n, float lr, float momentum,
                    float weight_decay, bool nesterov);
 
@@ -67,7 +66,7 @@ struct HostOps {
     // the gradient before the activation (dout after backward_batch): gW = d x^T, gb = d,
     // written (not added), with the roundings of backward_batch into zeroed gradients.
     void (*outer_grads)(const LayerSpec& layer, const float* x, const float* d, float* grads) = nullptr;
-    // Optional: that gradient's SGD step without momentum or weight decay in one pass over
+    // Optional, SGD only: that gradient's step without momentum or weight decay in one pass over
     // the weights: bit for bit outer_grads into g, then update(p, v, g, n, lr, 0, 0) on the
     // layer's range (for finite parameters and velocity; v is not written).
     void (*sgd_outer)(const LayerSpec& layer, float* params, const float* x, const float* d, float lr) = nullptr;

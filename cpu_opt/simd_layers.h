@@ -17,6 +17,7 @@
 
 #include "common/aligned.h"
 #include "host_ops.h"
+#include "update_rule.h"
 
 #if defined(__clang__)
 #define LENET5_UNROLL _Pragma("unroll")
@@ -750,6 +751,7 @@ struct SimdLayers {
         for (int o = 0; o < O; o += N) store_n(grads + l.bias_offset + o, V::add(V::zero(), load_n(d + o, O - o)), O - o);
     }
 
+    // SGD only (HostEngine runs it without momentum and weight decay, never under Adam).
     // p -= lr * g for that gradient, g rounded as outer_grads writes it: update() with
     // momentum 0 and weight decay 0 gives v = 0*v + (0*p + g) = g exactly (g is never -0:
     // an exact -0 product plus +0 is +0), then p = p - lr*v by one fnma, as here.
@@ -987,8 +989,7 @@ struct SimdLayers {
         cpu_ops().backward(l, p, in, out, dout, din, g);
     }
 
-    // v = momentum*v + g + weight_decay*p; p -= lr*v, or with `nesterov` p -= lr*(g + weight_decay*p
-    // + momentum*v).
+    // update_rule.h's sgd_step on vectors.
     static void update(float* p, float* v, const float* g, size_t n, float lr, float momentum, float weight_decay,
                        bool nesterov) {
         const F m = V::set1(momentum), rate = V::set1(lr), wd = V::set1(weight_decay);
@@ -996,11 +997,10 @@ struct SimdLayers {
         // depend on where a range starts (HostEngine splits the update between threads).
         for (size_t k = 0; k < n; k += N) {
             const int lanes = n - k < N ? static_cast<int>(n - k) : N;
-            const F pk = load_n(p + k, lanes);
-            const F gw = V::fma(wd, pk, load_n(g + k, lanes));
-            const F vk = V::fma(m, load_n(v + k, lanes), gw);
+            F pk = load_n(p + k, lanes), vk = load_n(v + k, lanes);
+            sgd_step<V>(pk, vk, load_n(g + k, lanes), rate, m, wd, nesterov);
             store_n(v + k, vk, lanes);
-            store_n(p + k, V::fnma(rate, nesterov ? V::fma(m, vk, gw) : vk, pk), lanes);
+            store_n(p + k, pk, lanes);
         }
     }
 };

@@ -124,8 +124,8 @@ TEST(Checkpoint, EveryMalformedFileGivesItsError) {
     expect("LENET5XX" + good.substr(8), "bad magic");
     expect("hello", "bad magic");
     std::string other_version = good;
-    other_version[8] = 3;
-    expect(other_version, "format version 3");
+    other_version[8] = 4;
+    expect(other_version, "format version 4");
     // Cut inside each section: header, network, training, tensors, trailer.
     const size_t desc = sample_checkpoint().network_description.size();
     const size_t training = 8 + 4 + 8 + 4 + desc + 4 + sample_checkpoint().model_text.size();

@@ -81,11 +81,16 @@ const char* const kTrainHelp[] = {
     "  --epochs N       train up to epoch N (default: the model's, else 10); --resume from a\n"
     "                   checkpoint saved after epoch 1 with --epochs 3 trains epochs 2 and 3\n"
     "  --batch B        mini-batch size (default: the model's, else 64)\n"
+    "  --optimizer O    sgd, adam or adamw: torch.optim's Adam (weight decay added to the gradient)\n"
+    "                   or AdamW (decoupled, p -= lr*W*p), bias-corrected per update (default: the\n"
+    "                   model's, else sgd)\n"
+    "  --beta1 B1, --beta2 B2, --eps E  adam and adamw only: the moments' decay rates, 0 <= B < 1,\n"
+    "                   and the denominator's term, E > 0 (default: the model's, else 0.9, 0.999, 1e-8)\n"
     "  --lr X           learning rate of the first epoch, or the peak of a schedule (default: the\n"
-    "                   model's, else 0.05)\n"
+    "                   model's for its optimizer, else 0.05 with sgd, 0.001 with adam and adamw)\n"
     "  --lr-decay G     multiply the learning rate by G after every epoch, 0 < G <= 1, with the\n"
     "                   step schedule (default: the model's, else 0.8)\n"
-    "  --momentum M     SGD momentum, 0 <= M < 1 (default: the model's, else 0.9)\n"
+    "  --momentum M     SGD momentum, 0 <= M < 1, sgd only (default: the model's, else 0.9)\n"
     "  --weight-decay W L2 weight decay, 0 <= W < 1 (default: the model's, else 0.0005)\n"
     "  --schedule S     the learning rate per step: step (x G per epoch, --lr-decay), onecycle\n"
     "                   (linear from --lr down to 0 at the run's end) or cosine (half a cosine from\n"
@@ -93,12 +98,13 @@ const char* const kTrainHelp[] = {
     "  --warmup E       a linear warm-up over the first E epochs (fractions allowed, rounded to\n"
     "                   whole steps): step t of W runs at (t+1)/W of the rate (default: the model's,\n"
     "                   else 0)\n"
-    "  --nesterov       Nesterov momentum (default: the model's, else off)\n"
+    "  --nesterov       Nesterov momentum, sgd only (default: the model's, else off)\n"
     "  --label-smoothing E  softmax models: train towards 1-E on the label plus E/classes on\n"
     "                   every class, 0 <= E < 1 (default: the model's, else 0; the reported loss\n"
     "                   stays plain)\n"
-    "                   (these four are also keys of a model file's train line: schedule=,\n"
-    "                   warmup=, nesterov, label-smoothing=)\n"
+    "                   (these and the optimizer's are also keys of a model file's train line:\n"
+    "                   optimizer=, beta1=, beta2=, eps=, schedule=, warmup=, nesterov,\n"
+    "                   label-smoothing=)\n"
     "\n"
     "time to accuracy:\n"
     "  --target-accuracy A  stop at the first evaluation whose test accuracy is at least A\n"
@@ -632,6 +638,13 @@ Command parse_command_line(const std::vector<std::string>& args) {
                 if (!t.schedule) throw UsageError(flag + ": '" + v + "' is not step, onecycle or cosine");
             } else if (flag == "--warmup") t.warmup = parse_float(flag, r.value(flag), 0.0f, 1e5f, false);
             else if (flag == "--nesterov") t.nesterov = true;
+            else if (flag == "--optimizer") {
+                const std::string v = r.value(flag);
+                t.optimizer = parse_optimizer(v);
+                if (!t.optimizer) throw UsageError(flag + ": '" + v + "' is not sgd, adam or adamw");
+            } else if (flag == "--beta1") t.beta1 = parse_float(flag, r.value(flag), 0.0f, 1.0f, true);
+            else if (flag == "--beta2") t.beta2 = parse_float(flag, r.value(flag), 0.0f, 1.0f, true);
+            else if (flag == "--eps") t.eps = parse_float(flag, r.value(flag), 1e-30f, 1.0f, false);
             else if (flag == "--label-smoothing") t.label_smoothing = parse_float(flag, r.value(flag), 0.0f, 1.0f, true);
             else if (flag == "--target-accuracy") t.target_accuracy = parse_accuracy(flag, r.value(flag));
             else if (flag == "--eval-every") t.eval_every = parse_count(flag, r.value(flag), 1);

@@ -14,7 +14,12 @@ void print_run_header(std::ostream& out, const RunInfo& info, const TrainOptions
     if (s.schedule != Schedule::Step) out << " (" << schedule_name(s.schedule) << ")";
     else if (s.lr_decay != 1.0f) out << " (x" << s.lr_decay << " per epoch)";
     if (s.warmup > 0.0f) out << ", warm-up " << s.warmup << (s.warmup == 1.0f ? " epoch" : " epochs");
-    out << ", momentum " << s.momentum << (s.nesterov ? " (Nesterov)" : "") << ", weight decay " << s.weight_decay;
+    if (s.optimizer == Optimizer::Sgd)
+        out << ", momentum " << s.momentum << (s.nesterov ? " (Nesterov)" : "");
+    else
+        out << ", " << optimizer_name(s.optimizer) << " (beta1 " << s.beta1 << ", beta2 " << s.beta2 << ", eps " << s.eps
+            << ")";
+    out << ", weight decay " << s.weight_decay;
     if (s.label_smoothing > 0.0f) out << ", label smoothing " << s.label_smoothing;
     out << ", seed " << s.seed << "\n";
 }
@@ -132,7 +137,9 @@ void print_models(std::ostream& out) {
         if (s.schedule == Schedule::Step) out << ", lr-decay " << s.lr_decay;
         else out << ", schedule " << schedule_name(s.schedule);
         if (s.warmup > 0.0f) out << ", warmup " << s.warmup;
-        out << ", momentum " << s.momentum << (s.nesterov ? " (nesterov)" : "") << ", weight-decay " << s.weight_decay;
+        if (s.optimizer == Optimizer::Sgd) out << ", momentum " << s.momentum << (s.nesterov ? " (nesterov)" : "");
+        else out << ", optimizer " << optimizer_name(s.optimizer);
+        out << ", weight-decay " << s.weight_decay;
         if (s.label_smoothing > 0.0f) out << ", label-smoothing " << s.label_smoothing;
         out << ", " << s.epochs << (s.epochs == 1 ? " epoch\n" : " epochs\n");
         out << "    input " << net.input.c << 'x' << net.input.h << 'x' << net.input.w;
@@ -156,8 +163,15 @@ std::string train_report_json(const TrainResult& result, const TrainOptions& o) 
     j["lr_decay"] = s.lr_decay;
     j["schedule"] = schedule_name(s.schedule);
     j["warmup_epochs"] = s.warmup;
-    j["momentum"] = s.momentum;
-    j["nesterov"] = s.nesterov;
+    j["optimizer"] = optimizer_name(s.optimizer);
+    if (s.optimizer == Optimizer::Sgd) {
+        j["momentum"] = s.momentum;
+        j["nesterov"] = s.nesterov;
+    } else {
+        j["beta1"] = s.beta1;
+        j["beta2"] = s.beta2;
+        j["eps"] = s.eps;
+    }
     j["weight_decay"] = s.weight_decay;
     j["label_smoothing"] = s.label_smoothing;
     j["seed"] = s.seed;

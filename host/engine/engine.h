@@ -12,6 +12,7 @@
 #include "engine/exchange_port.h"
 #include "io/mnist.h"
 #include "model/network.h"
+#include "update_rule.h"
 
 namespace lenet5 {
 
@@ -57,8 +58,31 @@ struct TrainingRule {
     // (1 - e) on the label plus e/classes on every class. The loss the counters sum stays the
     // cross-entropy against the label itself, so runs with and without it compare.
     float label_smoothing = 0.0f;
-    bool is_default() const { return !nesterov && label_smoothing == 0.0f; }
+    // Adam or AdamW (update_rule.h) in place of SGD: update()'s momentum is then unused, its
+    // weight decay L2 (Adam) or decoupled (AdamW).
+    Optimizer optimizer = Optimizer::Sgd;
+    float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+    bool adam() const { return optimizer != Optimizer::Sgd; }
+    bool is_default() const { return !nesterov && label_smoothing == 0.0f && !adam(); }
 };
+
+// Adam's state beside the first moment (the momentum buffer): the second moment and the updates
+// so far (bias correction's t).
+struct AdamState {
+    std::vector<float> second;
+    int64_t steps = 0;
+};
+
+// Throws Error unless `state` fits an engine of `net` with `rule`: net.param_count floats and a
+// step count of at least 0 under Adam, nothing under SGD.
+inline void check_adam_state(const Network& net, const TrainingRule& rule, const AdamState& state) {
+    if (!rule.adam()) {
+        if (!state.second.empty() || state.steps != 0) throw Error("an Adam state given to an engine that runs SGD");
+        return;
+    }
+    check_param_count(net, state.second, "second moment buffer");
+    if (state.steps < 0) throw Error("an Adam state of " + std::to_string(state.steps) + " steps");
+}
 
 class Engine {
 public:
@@ -78,6 +102,9 @@ public:
     virtual std::vector<float> params() = 0;
     virtual void set_momentum_buffer(const std::vector<float>& velocity) = 0;
     virtual std::vector<float> momentum_buffer() = 0;
+    // Under Adam (TrainingRule::optimizer), set_params zeroes this too; under SGD it is empty.
+    virtual void set_adam_state(const AdamState& state) = 0;
+    virtual AdamState adam_state() = 0;
 
     // The training order of this epoch (a permutation of the training set).
     virtual void set_order(const std::vector<int32_t>& order) = 0;
@@ -90,7 +117,7 @@ public:
     // Overwrites the gradients (flat layout) before update(): with several workers, their sum.
     virtual void set_gradients(const std::vector<float>& gradients) = 0;
     // SGD with momentum and L2 weight decay over the whole flat buffer:
-    // v = momentum*v + g + weight_decay*p; p -= lr*v (or Nesterov's step, TrainingRule).
+    // v = momentum*v + g + weight_decay*p; p -= lr*v (or Nesterov's step, or Adam: TrainingRule).
     virtual void update(float lr, float momentum, float weight_decay) = 0;
 
     virtual Counters take_counters() = 0;  // waits for the queued work

@@ -36,6 +36,7 @@ HostEngine::HostEngine(Network net, std::string variant, const HostOps& ops, int
     if (!inference_only_) {
         velocity_.assign(net_.param_count, 0.0f);
         grads_.assign(net_.param_count, 0.0f);
+        if (rule_.adam()) adam_.second.assign(net_.param_count, 0.0f);
     }
     int largest = net_.input.size();
     for (const auto& l : net_.layers) largest = std::max(largest, l.out.size());
@@ -126,6 +127,8 @@ void HostEngine::set_params(const std::vector<float>& params) {
     inference_stale_ = true;
     std::fill(velocity_.begin(), velocity_.end(), 0.0f);
     velocity_outer_ = false;
+    std::fill(adam_.second.begin(), adam_.second.end(), 0.0f);
+    adam_.steps = 0;
 }
 
 void HostEngine::set_momentum_buffer(const std::vector<float>& velocity) {
@@ -139,6 +142,17 @@ std::vector<float> HostEngine::momentum_buffer() {
     refuse_in_inference("momentum_buffer()");
     materialize(velocity_outer_, velocity_buf_, velocity_);
     return velocity_;
+}
+
+void HostEngine::set_adam_state(const AdamState& state) {
+    refuse_in_inference("set_adam_state()");
+    check_adam_state(net_, rule_, state);
+    adam_ = state;
+}
+
+AdamState HostEngine::adam_state() {
+    refuse_in_inference("adam_state()");
+    return adam_;
 }
 
 std::vector<float> HostEngine::gradients() {
@@ -512,7 +526,7 @@ void HostEngine::update(float lr, float momentum, float weight_decay) {
     inference_stale_ = true;
     // Without momentum and weight decay, the outer-product layers' gradients are computed inside
     // the update (sgd_outer), except in a probe (fused_steps.h), which writes them first.
-    const bool fusable = grads_outer_ && momentum == 0.0f && weight_decay == 0.0f;
+    const bool fusable = grads_outer_ && momentum == 0.0f && weight_decay == 0.0f && !rule_.adam();
     if (fusable && !fused_.probe()) {
         // v = g; p -= lr*v: the outer-product layers in one pass each, the rest as below.
         for (const auto& r : summed_) {
@@ -539,12 +553,19 @@ void HostEngine::update(float lr, float momentum, float weight_decay) {
     // On the threads that ran the step (a step of one sample ran on one: a region would be the
     // step's only one), in parts of whole cache lines (16 floats), so no two threads write one line.
     const int T = n >= kSplitUpdate ? std::max(1, parts(count_)) : 1;
+    const AdamStep adam = rule_.adam() ? adam_step(rule_.optimizer, rule_.beta1, rule_.beta2, rule_.eps, lr,
+                                                   weight_decay, ++adam_.steps)
+                                       : AdamStep{};
     run_parts(T, [&](const int id, const int nth) {
     for (int part = id; part < T; part += nth) {
         const size_t begin = n * static_cast<size_t>(part) / static_cast<size_t>(T) / 16 * 16;
         const size_t end = part + 1 == T ? n : n * static_cast<size_t>(part + 1) / static_cast<size_t>(T) / 16 * 16;
-        ops_.update(params_.data() + begin, velocity_.data() + begin, grads_.data() + begin, end - begin, lr, momentum,
-                    weight_decay, rule_.nesterov);
+        if (rule_.adam())
+            adam_update(params_.data() + begin, velocity_.data() + begin, adam_.second.data() + begin,
+                        grads_.data() + begin, end - begin, adam);
+        else
+            ops_.update(params_.data() + begin, velocity_.data() + begin, grads_.data() + begin, end - begin, lr,
+                        momentum, weight_decay, rule_.nesterov);
     }
     });
     t.update_ms = ms_since(t0);

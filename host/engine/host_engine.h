@@ -39,7 +39,7 @@ public:
     // for a given thread count.
     // inference_only: an engine for infer() alone (with set_params and params), without the
     // gradients and momentum of training (VGG16's would be 553 MB each, and one more per thread);
-    // the training calls then throw Error. rule: Nesterov momentum, label smoothing (engine.h).
+    // the training calls then throw Error. rule: Nesterov momentum, label smoothing, Adam (engine.h).
     HostEngine(Network net, std::string variant, const HostOps& ops, int threads, bool inference_only = false,
                const TrainingRule& rule = {});
 
@@ -52,6 +52,8 @@ public:
     std::vector<float> params() override { return params_; }
     void set_momentum_buffer(const std::vector<float>& velocity) override;
     std::vector<float> momentum_buffer() override;
+    void set_adam_state(const AdamState& state) override;
+    AdamState adam_state() override;
     void set_order(const std::vector<int32_t>& order) override {
         refuse_in_inference("set_order()");
         order_ = order;
@@ -138,6 +140,7 @@ private:
     TrainingRule rule_;
 
     std::vector<float> params_, velocity_, grads_;
+    AdamState adam_;  // under Adam: the second moment (and velocity_ the first)
     std::vector<std::vector<float>> part_grads_;  // parts 1..: gradients (part 0 adds into grads_)
     struct Range {
         size_t layer, begin, end;

@@ -73,7 +73,8 @@ uint32_t crc_of(const std::string& s, size_t n) {
 std::string encode_checkpoint(const Checkpoint& c) {
     Writer w;
     w.bytes(kMagic, sizeof kMagic);
-    w.put<uint32_t>(kCheckpointVersion);
+    const bool adam = c.optimizer != Optimizer::Sgd;
+    w.put<uint32_t>(adam ? kAdamCheckpointVersion : kCheckpointVersion);
     w.put<uint64_t>(c.network_hash);
     w.put<uint32_t>(static_cast<uint32_t>(c.network_description.size()));
     w.bytes(c.network_description.data(), c.network_description.size());
@@ -89,6 +90,11 @@ std::string encode_checkpoint(const Checkpoint& c) {
     w.put<uint64_t>(c.params.size());
     w.bytes(c.params.data(), c.params.size() * sizeof(float));
     w.bytes(c.velocity.data(), c.velocity.size() * sizeof(float));
+    if (adam) {
+        w.put<uint32_t>(static_cast<uint32_t>(c.optimizer));
+        w.put<uint64_t>(c.adam_steps);
+        w.bytes(c.second.data(), c.second.size() * sizeof(float));
+    }
     w.put<uint32_t>(crc_of(w.str(), w.str().size()));
     return w.str();
 }
@@ -101,9 +107,9 @@ Checkpoint decode_checkpoint(const std::string& in, const std::string& source) {
     char magic[sizeof kMagic];
     r.bytes(magic, sizeof magic, "header");
     const uint32_t version = r.get<uint32_t>("header");
-    if (version != 1 && version != kCheckpointVersion)
-        throw Error(source + ": checkpoint format version " + std::to_string(version) + " (this lenet5 reads versions 1 and " +
-                    std::to_string(kCheckpointVersion) + ")");
+    if (version < 1 || version > kAdamCheckpointVersion)
+        throw Error(source + ": checkpoint format version " + std::to_string(version) + " (this lenet5 reads versions 1 to " +
+                    std::to_string(kAdamCheckpointVersion) + ")");
     Checkpoint c;
     c.network_hash = r.get<uint64_t>("network");
     auto text = [&](std::string& out, const char* what) {
@@ -130,6 +136,16 @@ Checkpoint decode_checkpoint(const std::string& in, const std::string& source) {
     c.velocity.resize(n);
     r.bytes(c.params.data(), n * sizeof(float), "tensors");
     r.bytes(c.velocity.data(), n * sizeof(float), "tensors");
+    if (version == kAdamCheckpointVersion) {
+        const uint32_t optimizer = r.get<uint32_t>("adam");
+        if (optimizer != static_cast<uint32_t>(Optimizer::Adam) && optimizer != static_cast<uint32_t>(Optimizer::AdamW))
+            throw Error(source + ": corrupt checkpoint (optimizer " + std::to_string(optimizer) + ")");
+        c.optimizer = static_cast<Optimizer>(optimizer);
+        c.adam_steps = r.get<uint64_t>("adam");
+        if (n > r.remaining() / sizeof(float)) throw Error(source + ": truncated checkpoint (the adam section is incomplete)");
+        c.second.resize(n);
+        r.bytes(c.second.data(), n * sizeof(float), "adam");
+    }
     const size_t body = in.size() - r.remaining();
     const uint32_t crc = r.get<uint32_t>("trailer");
     if (r.remaining() != 0) throw Error(source + ": corrupt checkpoint (" + std::to_string(r.remaining()) + " bytes after the CRC)");

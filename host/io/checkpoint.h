@@ -1,8 +1,8 @@
 // Checkpoints: the model and everything needed to continue training exactly.
 //
-// File format (version 2, all integers and floats little-endian):
+// File format (version 2, or 3 under Adam; all integers and floats little-endian):
 //   header    8 bytes  magic "LENET5CK"
-//             u32      format version (2; version 1, without the model file, still loads as LeNet-5)
+//             u32      format version (2 or 3; version 1, without the model file, still loads as LeNet-5)
 //   network   u64      hash of the network description (Network::hash)
 //             u32      length L of the description, then L bytes of it (Network::describe)
 //             u32      length M of the model file, then M bytes of it (version 2 only)
@@ -13,7 +13,10 @@
 //             u32      batch size, f32 learning rate, f32 momentum
 //   tensors   u64      parameter count N
 //             N x f32  parameters (the flat layout of network.h)
-//             N x f32  momentum buffer
+//             N x f32  momentum buffer (Adam: the first moment)
+//   adam      u32      (version 3 only) the optimizer: 1 Adam, 2 AdamW
+//             u64      updates so far (bias correction's t)
+//             N x f32  second moment
 //   trailer   u32      CRC-32 (zlib) of every byte before it
 #pragma once
 #include <cstdint>
@@ -21,6 +24,7 @@
 #include <vector>
 
 #include "model/network.h"
+#include "update_rule.h"
 
 namespace lenet5 {
 
@@ -33,9 +37,12 @@ struct Checkpoint {
     uint32_t batch = 0;
     float lr = 0, momentum = 0;
     std::vector<float> params, velocity;
+    Optimizer optimizer = Optimizer::Sgd;
+    uint64_t adam_steps = 0;
+    std::vector<float> second;  // Adam's second moment
 };
 
-constexpr uint32_t kCheckpointVersion = 2;
+constexpr uint32_t kCheckpointVersion = 2, kAdamCheckpointVersion = 3;
 
 std::string encode_checkpoint(const Checkpoint& c);
 // Throws Error naming `source` (the file) for any defect: bad magic, other version,

@@ -220,7 +220,17 @@ Model parse_lines(const std::vector<Line>& lines, const std::string& source) {
                 if (auto v = s.take("warmup")) r.warmup = p.number("warmup", *v, 0.0f, 100000.0f);
                 r.nesterov = s.flag("nesterov");
                 if (auto v = s.take("label-smoothing")) r.label_smoothing = p.number("label-smoothing", *v, 0.0f, 0.999f);
+                if (auto v = s.take("optimizer")) {
+                    r.optimizer = parse_optimizer(*v);
+                    if (!r.optimizer) p.fail("optimizer: '" + *v + "' is not sgd, adam or adamw");
+                }
+                if (auto v = s.take("beta1")) r.beta1 = p.number("beta1", *v, 0.0f, 0.999999f);
+                if (auto v = s.take("beta2")) r.beta2 = p.number("beta2", *v, 0.0f, 0.999999f);
+                if (auto v = s.take("eps")) r.eps = p.number("eps", *v, 1e-30f, 1.0f);
                 s.finish();
+                const bool adam = r.optimizer && *r.optimizer != Optimizer::Sgd;
+                if (adam && (r.momentum || r.nesterov)) p.fail("momentum and nesterov apply to optimizer=sgd");
+                if (!adam && (r.beta1 || r.beta2 || r.eps)) p.fail("beta1, beta2 and eps apply to optimizer=adam or adamw");
                 if (r.lr_decay && r.schedule && *r.schedule != Schedule::Step)
                     p.fail("lr-decay applies to schedule=step, not " + std::string(schedule_name(*r.schedule)));
                 if (r.warmup && r.epochs && *r.warmup >= static_cast<float>(*r.epochs))

@@ -12,7 +12,9 @@
 //   loss   squared                      or softmax (the default; the last layer then has act=none)
 //   train  batch=1 lr=0.1 lr-decay=1 momentum=0 weight-decay=0 epochs=1
 //          [schedule=step|onecycle|cosine warmup=EPOCHS nesterov label-smoothing=E]
-//                                       as train's flags of the same names (lr-decay: step only)
+//          [optimizer=sgd|adam|adamw beta1=B1 beta2=B2 eps=E]
+//                                       as train's flags of the same names (lr-decay: step only;
+//                                       momentum and nesterov: sgd only; beta1, beta2, eps: adam, adamw)
 //
 // A conv line ending in `table` is followed by one row per input map, one column per
 // output map: `X` where the output map reads the input map, `.` where it does not.
@@ -24,6 +26,7 @@
 
 #include "model/network.h"
 #include "train/lr_schedule.h"
+#include "update_rule.h"
 
 namespace lenet5 {
 
@@ -33,6 +36,8 @@ struct TrainRecipe {
     std::optional<float> lr, lr_decay, momentum, weight_decay, warmup, label_smoothing;
     std::optional<Schedule> schedule;
     bool nesterov = false;
+    std::optional<Optimizer> optimizer;
+    std::optional<float> beta1, beta2, eps;
 };
 
 struct Model {

@@ -146,8 +146,10 @@ OpenCLBatchEngine::OpenCLBatchEngine(Network net, MemoryVariant memory, std::sha
             inference();  // its kernels built now, not in the first infer()
         } else {
             const size_t n = layout_.size();
-            update_ = {{kernel(program_, "batch_sgd", params_, velocity_, grads_, as_int(n), 0.0f, 0.0f, 0.0f, 0, 0),
-                        cl::NDRange(round_up(n, wg_)), cl::NDRange(wg_), "batch_sgd"}};
+            update_ = {{rule_.adam() ? adam_kernel()
+                                     : kernel(program_, "batch_sgd", params_, velocity_, grads_, as_int(n), 0.0f, 0.0f,
+                                              0.0f, 0, 0),
+                        cl::NDRange(round_up(n, wg_)), cl::NDRange(wg_), rule_.adam() ? "adam_update" : "batch_sgd"}};
         }
         set_params(std::vector<float>(net_.param_count, 0.0f));
     });
@@ -211,7 +213,8 @@ void OpenCLBatchEngine::build_program() {
                " -DGEMM_RN=" + std::to_string(t.rn);
     };
     const std::string source =
-        opencl_kernel_file("data.cl") + opencl_kernel_file("batch_layers.cl") + opencl_kernel_file("infer.cl");
+        opencl_kernel_file("data.cl") + opencl_kernel_file("update_rule.h") + opencl_kernel_file("update.cl") +
+        opencl_kernel_file("batch_layers.cl") + opencl_kernel_file("infer.cl");
     tensor_cores_ = false;
     if (!inference_only_ && memory_ == MemoryVariant::Local && has_tf32_tensor_cores(dev)) {
         try {  // gemm_tc.cl's inline PTX; a driver that refuses it leaves the fast GEMM
@@ -540,7 +543,7 @@ void OpenCLBatchEngine::plan(int count) {
     scratch_.clear();
     const size_t n = static_cast<size_t>(count);
     fused_ = -1;
-    for (size_t k = 0; k < L && count <= kFusedBatch; ++k) {
+    for (size_t k = 0; k < L && count <= kFusedBatch && !rule_.adam(); ++k) {  // fc_sgd*: SGD only
         const LayerSpec& l = net_.layers[k];
         if (l.kind == LayerKind::FullyConnected && l.weight_count >= kFusedWeights && l.in.size() % 4 == 0 &&
             l.out.size() % 4 == 0 && layout_.weights(k).device % 4 == 0 &&
@@ -693,6 +696,9 @@ void OpenCLBatchEngine::update(float lr, float momentum, float weight_decay) {
             timeline_.run(Phase::Backward, data_reduce_);  // fc_sgd_data's delta below, then the layers there
             timeline_.run(Phase::Backward, below_);
             timeline_.run(Phase::Update, rated(below_update_));
+        } else if (rule_.adam()) {
+            set_adam_args(update_[0].kernel, lr, weight_decay);
+            timeline_.run(Phase::Update, update_);
         } else {
             timeline_.run(Phase::Update, rated(update_));
         }

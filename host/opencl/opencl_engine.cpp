@@ -65,15 +65,17 @@ OpenCLEngine::OpenCLEngine(Network net, MemoryVariant memory, std::shared_ptr<De
             throw Error("work-groups of " + std::to_string(group) + " items per sample: " + rt_->device().name +
                         " allows at most " + std::to_string(rt_->max_group()));
         build_program(group);
-        fuse_tail_ = sample_.spread && layout_.size() - sample_.tail_begin <= kFuseTail;
+        fuse_tail_ = sample_.spread && layout_.size() - sample_.tail_begin <= kFuseTail && !rule_.adam();
         const int persistent = persistent_setting();
         set_step_runs(persistent == 0 ? 0 : kRunSteps, std::max(persistent, 0));
         // The pairs' parameters (without pairs: a buffer that no layer reads).
         run_params_ = sample_.run_floats ? DeviceRuntime::floats_of(params_, sample_.run_begin, sample_.run_floats)
                                          : rt_->buffer(sizeof(float), CL_MEM_READ_ONLY);
         const size_t n = layout_.size();
-        update_ = {{kernel(program_, "sgd_momentum", params_, velocity_, grads_, static_cast<int>(n), 0.0f, 0.0f, 0.0f),
-                    {}, {}, "sgd_momentum"},
+        update_ = {{rule_.adam() ? adam_kernel()
+                                 : kernel(program_, "sgd_momentum", params_, velocity_, grads_, static_cast<int>(n), 0.0f,
+                                          0.0f, 0.0f),
+                    {}, {}, rule_.adam() ? "adam_update" : "sgd_momentum"},
                    false, n};
         set_params(std::vector<float>(net_.param_count, 0.0f));
     });
@@ -333,8 +335,9 @@ void OpenCLEngine::forward(Split split, int first, int count) {
         }
         if (cursor_ + count > slots_) collect_counters();
         const bool batch1 = train && count == 1;
-        // A training step runs fused, except a probe, which runs phase by phase (at batch 1: as a batch of one).
-        const bool probe = timeline_.start_step(train, train);
+        // A training step runs fused, except a probe, which runs phase by phase (at batch 1: as a batch of one),
+        // and every step under Adam (the fused kernels are SGD's).
+        const bool probe = timeline_.start_step(train, train) || rule_.adam();
         fused_step_ = train && !probe;
         // The next step of the recorded run joins it; anything else runs after it.
         joined_ = fused_step_ && sample_.spread && run_count_ > 0 && first == run_first_ + run_count_ &&
@@ -462,7 +465,9 @@ void OpenCLEngine::update(float lr, float momentum, float weight_decay) {
                                                : gradients_update_;
         // Where lr, momentum and weight decay go.
         const cl_uint at = fused ? 14 : &launch == &update_ ? 4 : &launch == &gradients_sgd_ ? 6 : 7;
-        if (!fused || rates != step_update_rates_) {  // step_update keeps them from step to step
+        if (rule_.adam()) {  // update_ (forward() ran the step phase by phase)
+            set_adam_args(launch.run.kernel, lr, weight_decay);
+        } else if (!fused || rates != step_update_rates_) {  // step_update keeps them from step to step
             launch.run.kernel.setArg(at, lr);
             launch.run.kernel.setArg(at + 1, momentum);
             launch.run.kernel.setArg(at + 2, weight_decay);

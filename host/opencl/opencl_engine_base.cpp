@@ -27,6 +27,7 @@ OpenCLEngineBase::OpenCLEngineBase(Network net, MemoryVariant memory, std::share
         if (!inference_only_) {
             grads_ = rt_->buffer(bytes);
             velocity_ = rt_->buffer(bytes);
+            if (rule_.adam()) second_ = rt_->buffer(bytes);
         }
         // The host's byte -> input conversion (preprocess.h) of all 256 byte values: the device
         // converts by lookup, so both sides use the same floats.
@@ -63,12 +64,20 @@ std::string OpenCLEngineBase::build_options(const std::string& extra) const {
                          : memory_ == MemoryVariant::Local  ? " -DMEM_LOCAL"
                                                             : "";
     std::string rule;
-    if (rule_.nesterov) rule += " -DNESTEROV";
-    if (rule_.label_smoothing != 0.0f) {
-        // A hexadecimal literal carries the host's float exactly.
+    // A hexadecimal literal carries the host's float exactly.
+    auto define = [&](const char* name, float value) {
         char literal[32];
-        std::snprintf(literal, sizeof literal, "%af", static_cast<double>(rule_.label_smoothing));
-        rule += std::string(" -DLABEL_SMOOTHING=") + literal;
+        std::snprintf(literal, sizeof literal, "%af", static_cast<double>(value));
+        rule += std::string(" -D") + name + "=" + literal;
+    };
+    if (rule_.nesterov) rule += " -DNESTEROV";
+    if (rule_.label_smoothing != 0.0f) define("LABEL_SMOOTHING", rule_.label_smoothing);
+    if (rule_.adam()) {
+        const AdamStep a = adam_step(rule_.optimizer, rule_.beta1, rule_.beta2, rule_.eps, 0.0f, 0.0f, 1);
+        define("ADAM_C1", a.one_minus_beta1);
+        define("ADAM_BETA2", a.beta2);
+        define("ADAM_C2", a.one_minus_beta2);
+        define("ADAM_EPS", a.eps);
     }
     const char* env = std::getenv("LENET5_CL_OPTIONS");
     return std::string("-cl-std=CL1.2") + memory + rule + extra + (env && *env ? std::string(" ") + env : "");
@@ -154,6 +163,8 @@ void OpenCLEngineBase::set_params(const std::vector<float>& params) {
         write_flat(params_, params);
         if (!inference_only_) {
             rt_->fill(velocity_, 0.0f, layout_.size() * sizeof(float));
+            if (rule_.adam()) rt_->fill(second_, 0.0f, layout_.size() * sizeof(float));
+            adam_steps_ = 0;
             write_flat(grads_, std::vector<float>(net_.param_count, std::numeric_limits<float>::quiet_NaN()));
         }
         params_replaced();
@@ -182,6 +193,37 @@ std::vector<float> OpenCLEngineBase::momentum_buffer() {
         flush_steps();
         return read_flat(velocity_);
     });
+}
+
+void OpenCLEngineBase::set_adam_state(const AdamState& state) {
+    refuse_in_inference("set_adam_state()");
+    check_adam_state(net_, rule_, state);
+    cl_checked([&] {
+        flush_steps();
+        if (rule_.adam()) write_flat(second_, state.second);
+        adam_steps_ = state.steps;
+    });
+}
+
+AdamState OpenCLEngineBase::adam_state() {
+    refuse_in_inference("adam_state()");
+    return cl_checked([&] {
+        flush_steps();
+        return AdamState{rule_.adam() ? read_flat(second_) : std::vector<float>(), adam_steps_};
+    });
+}
+
+cl::Kernel OpenCLEngineBase::adam_kernel() const {
+    return kernel(program_, "adam_update", params_, velocity_, second_, grads_, static_cast<int>(layout_.size()), 0.0f,
+                  1.0f, 0.0f, 1.0f);
+}
+
+void OpenCLEngineBase::set_adam_args(cl::Kernel& k, float lr, float weight_decay) {
+    const AdamStep a = adam_step(rule_.optimizer, rule_.beta1, rule_.beta2, rule_.eps, lr, weight_decay, ++adam_steps_);
+    k.setArg(5, a.weight_decay);
+    k.setArg(6, a.decay);
+    k.setArg(7, a.step_size);
+    k.setArg(8, a.bias2_sqrt);
 }
 
 void OpenCLEngineBase::set_order(const std::vector<int32_t>& order) {

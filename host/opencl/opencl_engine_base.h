@@ -42,6 +42,8 @@ public:
     std::vector<float> params() override;
     void set_momentum_buffer(const std::vector<float>& velocity) override;
     std::vector<float> momentum_buffer() override;
+    void set_adam_state(const AdamState& state) override;
+    AdamState adam_state() override;
     void set_order(const std::vector<int32_t>& order) override;
 
     Counters take_counters() override;
@@ -58,8 +60,8 @@ protected:
     // sample_every: the Timeline's sampling of small steps. The buffers of the parameters exist
     // afterwards; the derived engine builds program_ and then calls set_params. inference_only: an
     // engine for Engine::infer alone, with no gradients, momentum or data sets (grads_ and velocity_
-    // stay null); the calls that need them throw Error (refuse_in_inference). rule: Nesterov momentum
-    // and label smoothing, as build_options' -DNESTEROV and -DLABEL_SMOOTHING.
+    // stay null); the calls that need them throw Error (refuse_in_inference). rule: Nesterov momentum,
+    // label smoothing and Adam, as build_options' -DNESTEROV, -DLABEL_SMOOTHING and -DADAM_*.
     OpenCLEngineBase(Network net, MemoryVariant memory, std::shared_ptr<DeviceRuntime> runtime, int sample_every,
                      bool inference_only = false, const TrainingRule& rule = {});
 
@@ -116,6 +118,10 @@ protected:
     // A flat parameter-layout vector (parameters, gradients, momentum) to and from the device layout.
     void write_flat(const cl::Buffer& buffer, const std::vector<float>& values);
     std::vector<float> read_flat(const cl::Buffer& buffer);
+    // Under Adam (rule_.adam()): update.cl's adam_update over the flat buffers, and its arguments
+    // for the next update (its step count t, counted here).
+    cl::Kernel adam_kernel() const;
+    void set_adam_args(cl::Kernel& k, float lr, float weight_decay);
     // Reads back the losses and hits since the last collection and adds them up in sample order.
     void collect_counters();
     // Throws Error for a training call (`call`, e.g. "backward()") on an inference-only engine.
@@ -133,6 +139,8 @@ protected:
     cl::Program program_;  // the engine's kernels, data.cl's among them
 
     cl::Buffer params_, grads_, velocity_;
+    cl::Buffer second_;       // under Adam: the second moment (velocity_ the first)
+    int64_t adam_steps_ = 0;  // under Adam: the updates so far
     cl::Buffer byte_values_;  // the host's conversion (preprocess.h) of each byte value
     SplitData train_, test_;
     cl::Buffer order_, identity_;  // the rows of a batch: the epoch's order, or 0, 1, 2, ... (test set)

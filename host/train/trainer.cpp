@@ -71,6 +71,12 @@ void check_settings(const TrainSettings& s, const TrainOptions& o, const Network
         what << "--warmup " << s.warmup << " is not shorter than the run (" << s.epochs << " epochs)";
         throw UsageError(what.str());
     }
+    if (s.optimizer != Optimizer::Sgd && (o.momentum || o.nesterov))
+        throw UsageError(std::string(o.momentum ? "--momentum" : "--nesterov") + " applies to sgd, not --optimizer " +
+                         optimizer_name(s.optimizer));
+    if (s.optimizer == Optimizer::Sgd && (o.beta1 || o.beta2 || o.eps))
+        throw UsageError(std::string(o.beta1 ? "--beta1" : o.beta2 ? "--beta2" : "--eps") +
+                         " applies to --optimizer adam or adamw, not sgd");
     if (s.label_smoothing != 0.0f && net.loss != Loss::SoftmaxCrossEntropy)
         throw UsageError("--label-smoothing needs a softmax cross-entropy loss; model " + net.name + " uses " +
                          loss_name(net.loss));
@@ -87,7 +93,8 @@ std::vector<RankFact> rank_facts(const Network& net, const TrainSettings& s, con
                                  " " + std::to_string(s.momentum) + " " + std::to_string(s.weight_decay) + " " +
                                  std::to_string(s.seed) + " " + schedule_name(s.schedule) + " " +
                                  std::to_string(s.warmup) + " " + std::to_string(s.nesterov) + " " +
-                                 std::to_string(s.label_smoothing);
+                                 std::to_string(s.label_smoothing) + " " + optimizer_name(s.optimizer) + " " +
+                                 std::to_string(s.beta1) + " " + std::to_string(s.beta2) + " " + std::to_string(s.eps);
     return {{"the model (network hash)", net.hash(), true},
             {"the number of training images", static_cast<uint64_t>(train.count)},
             {"the training labels (hash)", hash_of(train.labels), true},
@@ -143,13 +150,24 @@ TrainSettings resolve_settings(const TrainOptions& o, const TrainRecipe& recipe)
     TrainSettings s;
     s.epochs = o.epochs.value_or(recipe.epochs.value_or(s.epochs));
     s.batch = o.batch.value_or(recipe.batch.value_or(s.batch));
-    s.lr = o.lr.value_or(recipe.lr.value_or(s.lr));
     s.lr_decay = o.lr_decay.value_or(recipe.lr_decay.value_or(s.lr_decay));
     s.schedule = o.schedule.value_or(recipe.schedule.value_or(s.schedule));
     s.warmup = o.warmup.value_or(recipe.warmup.value_or(s.warmup));
-    s.momentum = o.momentum.value_or(recipe.momentum.value_or(s.momentum));
     s.weight_decay = o.weight_decay.value_or(recipe.weight_decay.value_or(s.weight_decay));
-    s.nesterov = o.nesterov || recipe.nesterov;
+    // The model's lr, momentum and Nesterov are its optimizer's: another one takes its own defaults.
+    const Optimizer own = recipe.optimizer.value_or(Optimizer::Sgd);
+    s.optimizer = o.optimizer.value_or(own);
+    const TrainRecipe given = s.optimizer == own ? recipe : TrainRecipe{};
+    s.lr = o.lr.value_or(given.lr.value_or(s.optimizer == Optimizer::Sgd ? s.lr : kAdamLr));
+    if (s.optimizer == Optimizer::Sgd) {
+        s.momentum = o.momentum.value_or(given.momentum.value_or(s.momentum));
+        s.nesterov = o.nesterov || given.nesterov;
+    } else {
+        s.momentum = 0.0f;
+        s.beta1 = o.beta1.value_or(given.beta1.value_or(s.beta1));
+        s.beta2 = o.beta2.value_or(given.beta2.value_or(s.beta2));
+        s.eps = o.eps.value_or(given.eps.value_or(s.eps));
+    }
     s.label_smoothing = o.label_smoothing.value_or(recipe.label_smoothing.value_or(s.label_smoothing));
     s.seed = o.seed;
     return s;
@@ -174,6 +192,9 @@ TrainResult train(const TrainOptions& o, const TrainObserver& observer) {
                         " epochs; --epochs " + std::to_string(opt.epochs) + " asks for no more");
     }
     check_settings(opt, o, net);
+    if (!o.resume_path.empty() && resume.optimizer != opt.optimizer)
+        throw Error(o.resume_path + ": checkpoint was trained with " + optimizer_name(resume.optimizer) +
+                    "; it cannot continue with " + optimizer_name(opt.optimizer));
     // The engine first: a bad --variant or --device is reported before the data loads.
     EngineRequest request = o.engine;
     request.batch = opt.batch;  // the OpenCL variants' tuned work-group size is per batch
@@ -200,7 +221,11 @@ TrainResult train(const TrainOptions& o, const TrainObserver& observer) {
     if (mpi_world().size > 1)  // before the first exchange
         check_ranks_agree(rank_facts(net, opt, o, train_set, test_set, initial, first_epoch, first_step));
     engine->set_params(initial);
-    if (!o.resume_path.empty()) engine->set_momentum_buffer(resume.velocity);
+    if (!o.resume_path.empty()) {
+        engine->set_momentum_buffer(resume.velocity);
+        if (opt.optimizer != Optimizer::Sgd)
+            engine->set_adam_state({resume.second, static_cast<int64_t>(resume.adam_steps)});
+    }
 
     TrainResult result;
     result.info = {net.name,      opt, engine->variant(), engine->device(), engine->platform(), train_set.count,
@@ -222,6 +247,12 @@ TrainResult train(const TrainOptions& o, const TrainObserver& observer) {
         c.momentum = opt.momentum;
         c.params = engine->params();
         c.velocity = engine->momentum_buffer();
+        if (opt.optimizer != Optimizer::Sgd) {
+            AdamState a = engine->adam_state();
+            c.optimizer = opt.optimizer;
+            c.adam_steps = static_cast<uint64_t>(a.steps);
+            c.second = std::move(a.second);
+        }
         save_checkpoint(o.save_path, c);
     };
 

@@ -13,6 +13,8 @@
 
 namespace lenet5 {
 
+constexpr float kAdamLr = 0.001f;  // the learning rate of Adam and AdamW where none is given
+
 // The training settings a run uses: a flag's value, else the model file's `train` line,
 // else these defaults (LeNet-5's).
 struct TrainSettings {
@@ -23,13 +25,15 @@ struct TrainSettings {
     Schedule schedule = Schedule::Step;
     float warmup = 0.0f;  // epochs of linear warm-up (lr_schedule.h)
     float momentum = 0.9f;
-    float weight_decay = 5e-4f;  // L2 penalty, folded into the momentum update
+    float weight_decay = 5e-4f;  // L2 penalty, folded into the momentum update (AdamW: decoupled)
     bool nesterov = false;
     float label_smoothing = 0.0f;  // softmax cross-entropy's (engine.h's TrainingRule)
+    Optimizer optimizer = Optimizer::Sgd;  // Adam, AdamW: momentum and nesterov unused
+    float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
     uint64_t seed = 1;
 
     RateSchedule rates() const { return {schedule, lr, lr_decay, warmup}; }
-    TrainingRule rule() const { return {nesterov, label_smoothing}; }
+    TrainingRule rule() const { return {nesterov, label_smoothing, optimizer, beta1, beta2, eps}; }
 };
 
 struct TrainOptions {
@@ -44,6 +48,8 @@ struct TrainOptions {
     std::optional<float> lr, lr_decay, momentum, weight_decay, warmup, label_smoothing;
     std::optional<Schedule> schedule;
     bool nesterov = false;  // --nesterov (else the model's setting)
+    std::optional<Optimizer> optimizer;
+    std::optional<float> beta1, beta2, eps;
     uint64_t seed = 1;
     // --target-accuracy: stop at the first evaluation at or above it (a fraction; 0: train every
     // epoch). --eval-every: also evaluate every this many steps (counted from the first step of

@@ -179,6 +179,10 @@ void WorkerEngine::set_momentum_buffer(const std::vector<float>& velocity) {
     for (auto& w : workers_) w->set_momentum_buffer(velocity);
 }
 
+void WorkerEngine::set_adam_state(const AdamState& state) {
+    for (auto& w : workers_) w->set_adam_state(state);
+}
+
 void WorkerEngine::set_order(const std::vector<int32_t>& order) {
     for (auto& w : workers_) w->set_order(order);
 }

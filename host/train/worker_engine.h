@@ -55,6 +55,8 @@ public:
     std::vector<float> params() override { return first_active().params(); }
     void set_momentum_buffer(const std::vector<float>& velocity) override;
     std::vector<float> momentum_buffer() override { return first_active().momentum_buffer(); }
+    void set_adam_state(const AdamState& state) override;
+    AdamState adam_state() override { return first_active().adam_state(); }
     void set_order(const std::vector<int32_t>& order) override;
 
     void forward(Split split, int first, int count) override;
