@@ -130,9 +130,10 @@ int run_check(const CheckOptions& o, std::ostream& out) {
     EngineRequest request = o.engine;
     request.batch = batch;
     auto engine = make_engine(net, request);
-    HostEngine reference(net, "cpu", cpu_ops(), 1);
+    HostEngine reference(net, "cpu", cpu_ops(), 1, false, request.rule);
     out << "lenet5: check of " << engine->variant() << " on " << engine->device() << " [" << engine->platform()
-        << "] against cpu: model " << net.name << ", " << o.batches << " batches of " << batch
+        << "] against cpu: model " << net.name << ", " << optimizer_name(request.rule.optimizer) << ", " << o.batches
+        << " batches of " << batch
         << " MNIST training images, each compared (relative error < " << error_text(kReferenceTolerance) << ")\n";
     const auto got = record_steps(*engine, net, data, batch, o.batches, kSeed);
     const auto ref = record_steps(reference, net, data, batch, o.batches, kSeed);

@@ -84,8 +84,12 @@ const char* const kTrainHelp[] = {
     "  --optimizer O    sgd, adam or adamw: torch.optim's Adam (weight decay added to the gradient)\n"
     "                   or AdamW (decoupled, p -= lr*W*p), bias-corrected per update (default: the\n"
     "                   model's, else sgd)\n"
-    "  --beta1 B1, --beta2 B2, --eps E  adam and adamw only: the moments' decay rates, 0 <= B < 1,\n"
-    "                   and the denominator's term, E > 0 (default: the model's, else 0.9, 0.999, 1e-8)\n"
+    "  --beta1 B1       adam and adamw: the first moment's decay rate, 0 <= B1 < 1 (default: the\n"
+    "                   model's, else 0.9)\n"
+    "  --beta2 B2       adam and adamw: the second moment's, 0 <= B2 < 1 (default: the model's, else\n"
+    "                   0.999)\n"
+    "  --eps E          adam and adamw: added to the denominator, E > 0 (default: the model's, else\n"
+    "                   1e-8)\n"
     "  --lr X           learning rate of the first epoch, or the peak of a schedule (default: the\n"
     "                   model's for its optimizer, else 0.05 with sgd, 0.001 with adam and adamw)\n"
     "  --lr-decay G     multiply the learning rate by G after every epoch, 0 < G <= 1, with the\n"
@@ -265,6 +269,8 @@ const char* const kCheckHelp[] = {
     "  --batch B        images per step (default: the model's, else 64)\n"
     "  --batches N      training steps compared layer by layer, each on the next batch of MNIST's\n"
     "                   training set (default 3)\n"
+    "  --optimizer O    the update compared: sgd (momentum 0.9), adam or adamw (default betas and\n"
+    "                   eps), each at lr 0.05 and weight decay 5e-4 (default sgd)\n"
     "  --data DIR       folder with MNIST's four IDX files, raw or .gz (default: $LENET5_DATA, else\n"
     "                   data/mnist)\n"
     "\n"
@@ -542,6 +548,12 @@ void parse_check_option(const std::string& flag, ArgReader& r, CheckOptions& o) 
     else if (flag == "--model") o.model = non_empty(flag, r);
     else if (flag == "--batch") o.batch = parse_count(flag, r.value(flag), 1);
     else if (flag == "--batches") o.batches = parse_count(flag, r.value(flag), 1);
+    else if (flag == "--optimizer") {
+        const std::string v = r.value(flag);
+        const auto optimizer = parse_optimizer(v);
+        if (!optimizer) throw UsageError(flag + ": '" + v + "' is not sgd, adam or adamw");
+        o.engine.rule.optimizer = *optimizer;
+    }
     else if (flag == "--device") o.engine.device = parse_count(flag, r.value(flag), 0);
     else if (flag == "--group") o.engine.group = parse_power_of_two(flag, r.value(flag));
     else if (flag == "--threads") o.engine.threads = parse_count(flag, r.value(flag), 1);

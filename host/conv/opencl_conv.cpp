@@ -174,7 +174,9 @@ OpenCLConv::OpenCLConv(std::shared_ptr<DeviceRuntime> runtime) : impl_(std::make
         m.local_floats = std::min<size_t>(m.rt->local_memory(), 48 * 1024) / sizeof(float) - 64;
         const std::string options = "-cl-std=CL1.2 -DLENET5_BATCH -DLENET5_CONV -DMEM_LOCAL -DCONV_LOCAL_FLOATS=1"
                                     " -DGEMM_TM=128 -DGEMM_TN=128 -DGEMM_TK=16 -DGEMM_RM=8 -DGEMM_RN=8";
-        m.program = m.rt->program(opencl_kernel_file("batch_layers.cl") + opencl_kernel_file("conv.cl"), options);
+        m.program = m.rt->program(opencl_kernel_file("update_rule.h") + opencl_kernel_file("batch_layers.cl") +  // its SGD's
+                                      opencl_kernel_file("conv.cl"),
+                                  options);
         // Auto's choices: what `lenet5 tune --conv` measured on this device and driver.
         chosen_ = tuned_conv_algos(device.platform_name, device.name, device.driver);
         for (auto it = chosen_.begin(); it != chosen_.end();)  // the engine's own kernels: OpenCLConv's default
