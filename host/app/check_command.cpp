@@ -131,12 +131,13 @@ int run_check(const CheckOptions& o, std::ostream& out) {
     request.batch = batch;
     auto engine = make_engine(net, request);
     HostEngine reference(net, "cpu", cpu_ops(), 1, false, request.rule);
+    const StepRates rates = step_rates(request.rule);
     out << "lenet5: check of " << engine->variant() << " on " << engine->device() << " [" << engine->platform()
         << "] against cpu: model " << net.name << ", " << optimizer_name(request.rule.optimizer) << ", " << o.batches
         << " batches of " << batch
         << " MNIST training images, each compared (relative error < " << error_text(kReferenceTolerance) << ")\n";
-    const auto got = record_steps(*engine, net, data, batch, o.batches, kSeed);
-    const auto ref = record_steps(reference, net, data, batch, o.batches, kSeed);
+    const auto got = record_steps(*engine, net, data, batch, o.batches, kSeed, rates);
+    const auto ref = record_steps(reference, net, data, batch, o.batches, kSeed, rates);
     std::vector<Comparison> rows = compare_steps(net, got, ref);
     print_rows(out, rows);
     std::string failure = first_failure(net, got, ref, 1, "");
@@ -147,21 +148,21 @@ int run_check(const CheckOptions& o, std::ostream& out) {
     // ends a run of steps, so both are needed).
     const bool each = batch == 1;
     std::vector<StepRecord> ref_steps;
-    if (each) ref_steps = record_training_path(reference, net, data, batch, path_steps, kSeed, true);
-    const auto ref_run = record_training_path(reference, net, data, batch, path_steps, kSeed, false);
+    if (each) ref_steps = record_training_path(reference, net, data, batch, path_steps, kSeed, true, rates);
+    const auto ref_run = record_training_path(reference, net, data, batch, path_steps, kSeed, false, rates);
     for (const TrainingPath& path : training_paths(*engine, batch)) {
         auto path_engine = make_engine(net, request);
         path.configure(*path_engine);
         std::vector<Comparison> path_rows;
         if (each) {
-            const auto steps = record_training_path(*path_engine, net, data, batch, path_steps, kSeed, true);
+            const auto steps = record_training_path(*path_engine, net, data, batch, path_steps, kSeed, true, rates);
             path_rows = compare_steps(net, steps, ref_steps);
             out << "\ntraining path: " << path.name << ", " << path_steps << " steps, each read after it\n";
             print_rows(out, path_rows);
             if (failure.empty()) failure = first_failure(net, steps, ref_steps, 1, " of the training path: " + path.name);
             path.configure(*path_engine);
         }
-        const auto run = record_training_path(*path_engine, net, data, batch, path_steps, kSeed, false);
+        const auto run = record_training_path(*path_engine, net, data, batch, path_steps, kSeed, false, rates);
         const std::vector<Comparison> run_rows = compare_steps(net, run, ref_run);
         out << (each ? "" : "\n") << "training path: " << path.name << ", " << path_steps
             << " steps straight through, read after the last\n";

@@ -37,7 +37,7 @@ void start_steps(Engine& e, const Network& net, const Dataset& data, uint64_t se
 }  // namespace
 
 std::vector<StepRecord> record_steps(Engine& e, const Network& net, const Dataset& data, int batch, int steps,
-                                     uint64_t seed) {
+                                     uint64_t seed, const StepRates& rates) {
     start_steps(e, net, data, seed);
     std::vector<StepRecord> records;
     for (int step = 0; step < steps; ++step) {
@@ -46,7 +46,7 @@ std::vector<StepRecord> record_steps(Engine& e, const Network& net, const Datase
         StepRecord r;
         for (size_t k = 0; k < net.layers.size(); ++k) r.outputs.push_back(e.layer_output(k));
         r.gradients = e.gradients();
-        e.update(0.05f, 0.9f, 5e-4f);
+        e.update(rates.lr, rates.momentum, rates.weight_decay);
         r.params_after = e.params();
         const Counters c = e.take_counters();
         r.loss = c.loss_sum / static_cast<double>(c.samples);
@@ -56,13 +56,13 @@ std::vector<StepRecord> record_steps(Engine& e, const Network& net, const Datase
 }
 
 std::vector<StepRecord> record_training_path(Engine& e, const Network& net, const Dataset& data, int batch, int steps,
-                                             uint64_t seed, bool read_every_step) {
+                                             uint64_t seed, bool read_every_step, const StepRates& rates) {
     start_steps(e, net, data, seed);
     std::vector<StepRecord> records;
     for (int step = 0; step < steps; ++step) {
         e.forward(Split::Train, step * batch, batch);
         e.backward();
-        e.update(0.05f, 0.9f, 5e-4f);
+        e.update(rates.lr, rates.momentum, rates.weight_decay);
         if (!read_every_step && step + 1 < steps) continue;
         StepRecord r;  // no gradients: a fused step need not keep them
         r.params_after = e.params();

@@ -26,11 +26,19 @@ struct StepRecord {
     std::vector<float> params_after;          // after the update
 };
 
+// The rates of the compared steps: lr 0.05, momentum 0.9, weight decay 5e-4; under Adam lr 0.001,
+// its default (Adam moves a parameter whose gradient is near eps by up to lr times the gradient's
+// change over eps: at 0.05 the variants' roundings of gradients near 0 would show).
+struct StepRates {
+    float lr = 0.05f, momentum = 0.9f, weight_decay = 5e-4f;
+};
+inline StepRates step_rates(const TrainingRule& rule) { return rule.adam() ? StepRates{0.001f} : StepRates{}; }
+
 // Uploads `data` as both splits, sets init_params(net, seed) and the order shuffled from seed + 1,
-// then trains `steps` steps of `batch` samples (lr 0.05, momentum 0.9, weight decay 5e-4),
-// recording each. `data` must hold steps * batch samples.
+// then trains `steps` steps of `batch` samples at `rates`, recording each. `data` must hold
+// steps * batch samples.
 std::vector<StepRecord> record_steps(Engine& e, const Network& net, const Dataset& data, int batch, int steps,
-                                     uint64_t seed);
+                                     uint64_t seed, const StepRates& rates = {});
 
 // The same steps as `train` takes them: forward, backward and update with nothing read in between,
 // so that the engine's fused kernels and runs of steps do the work. With `read_every_step`, a
@@ -38,7 +46,7 @@ std::vector<StepRecord> record_steps(Engine& e, const Network& net, const Datase
 // fused step need not keep them), else one record after the last (the steps' mean loss, the
 // parameters).
 std::vector<StepRecord> record_training_path(Engine& e, const Network& net, const Dataset& data, int batch, int steps,
-                                             uint64_t seed, bool read_every_step);
+                                             uint64_t seed, bool read_every_step, const StepRates& rates = {});
 
 // One number the rule compares: layer (or "network" for the loss), phase (forward, backward,
 // update) and what (output, loss, weight gradient, bias gradient, parameters).
