@@ -189,6 +189,35 @@ TEST(Checkpoint, ResumeIsBitIdenticalToAStraightRun) {
     EXPECT_EQ(load_checkpoint(o.save_path).params, straight.params);
 }
 
+// Adam's moments and update count go into the checkpoint: a resumed run is the straight one, bit
+// for bit; another optimizer cannot continue it.
+TEST(Checkpoint, AdamResumeIsBitIdenticalToAStraightRun) {
+    const std::string dir = test::mnist_dir();
+    if (dir.empty()) GTEST_SKIP() << "MNIST not fetched (run data/fetch_mnist.sh)";
+    TrainOptions o = test::quick_options("cpu", dir, 320, 100, 32, 3);
+    o.optimizer = Optimizer::Adam;
+    const TrainResult straight = train(o);
+    o.epochs = 2;
+    o.save_path = temp_path("adam_half");
+    train(o);
+    const Checkpoint c = load_checkpoint(o.save_path);
+    EXPECT_EQ(c.optimizer, Optimizer::Adam);
+    EXPECT_EQ(c.adam_steps, 20u);  // 2 epochs of 10 steps
+    o.epochs = 3;
+    o.resume_path = o.save_path;
+    o.save_path.clear();
+    EXPECT_EQ(train(o).params, straight.params);
+    o.optimizer = Optimizer::Sgd;
+    try {
+        train(o);
+        ADD_FAILURE() << "an adam checkpoint continued with sgd";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("checkpoint was trained with adam; it cannot continue with sgd"),
+                  std::string::npos)
+            << e.what();
+    }
+}
+
 TEST(Checkpoint, InterruptedRunResumesMidEpochBitIdentically) {
     const std::string dir = test::mnist_dir();
     if (dir.empty()) GTEST_SKIP() << "MNIST not fetched (run data/fetch_mnist.sh)";

@@ -172,6 +172,11 @@ TEST(Cli, BadCommandLinesExitTwoWithOneLine) {
     expect_usage_error("train --lr 0", "--lr must be greater than 0");
     expect_usage_error("train --momentum 1", "out of range");
     expect_usage_error("train --variant turbo", "unknown variant 'turbo'");
+    expect_usage_error("train --optimizer rmsprop", "'rmsprop' is not sgd, adam or adamw");
+    expect_usage_error("train --optimizer adam --momentum 0.9", "--momentum applies to sgd, not --optimizer adam");
+    expect_usage_error("train --optimizer adamw --nesterov", "--nesterov applies to sgd, not --optimizer adamw");
+    expect_usage_error("train --beta2 0.99", "--beta2 applies to --optimizer adam or adamw, not sgd");
+    expect_usage_error("train --optimizer adam --beta1 1", "out of range");
     expect_usage_error("eval", "eval needs --model");
     expect_usage_error("devices --epochs 3", "unknown option");
 }
@@ -182,6 +187,23 @@ TEST(Cli, MissingDataFolderExitsOneNamingTheFile) {
     EXPECT_EQ(r.err.rfind("lenet5: error: ", 0), 0u) << r.err;
     EXPECT_NE(r.err.find("/nonexistent/mnist"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("fetch_mnist.sh"), std::string::npos) << r.err;
+}
+
+// Adam's header line and JSON name the optimizer and its settings, and its default lr.
+TEST(Cli, AdamRunSaysItsOptimizer) {
+    const std::string dir = lenet5::test::mnist_dir();
+    if (dir.empty()) GTEST_SKIP() << "MNIST not fetched (run data/fetch_mnist.sh)";
+    const std::string json = ::testing::TempDir() + "lenet5_cli_adam.json";
+    std::remove(json.c_str());
+    const Result r = run("train --variant cpu --optimizer adam --epochs 1 --train-limit 64 --test-limit 64 --data " +
+                         dir + " --json " + json);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("lr 0.001"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("adam (beta1 0.9, beta2 0.999, eps 1e-08)"), std::string::npos) << r.out;
+    const std::string report = slurp(json);
+    for (const char* key : {"\"optimizer\": \"adam\"", "\"beta1\"", "\"beta2\"", "\"eps\""})
+        EXPECT_NE(report.find(key), std::string::npos) << key << " in " << report;
+    EXPECT_EQ(report.find("\"momentum\""), std::string::npos) << report;
 }
 
 TEST(Cli, TrainPrintsTableAndWritesJson) {
