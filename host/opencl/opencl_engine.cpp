@@ -337,7 +337,7 @@ void OpenCLEngine::forward(Split split, int first, int count) {
         const bool batch1 = train && count == 1;
         // A training step runs fused, except a probe, which runs phase by phase (at batch 1: as a batch of one),
         // and every step under Adam (the fused kernels are SGD's).
-        const bool probe = timeline_.start_step(train, train) || rule_.adam();
+        const bool probe = timeline_.start_step(train, train && !rule_.adam()) || rule_.adam();
         fused_step_ = train && !probe;
         // The next step of the recorded run joins it; anything else runs after it.
         joined_ = fused_step_ && sample_.spread && run_count_ > 0 && first == run_first_ + run_count_ &&
