@@ -4,6 +4,8 @@
 
 #include "engine/engine_factory.h"
 #include "io/checkpoint.h"
+#include "model/model_file.h"
+#include "train/trainer.h"
 #include "test_support.h"
 #include "update_rule.h"
 #ifdef LENET5_HAVE_OPENCL
@@ -145,6 +147,29 @@ TEST(UpdateRule, BatchLevelOpenCLAdamMatchesCpu) {
 TEST(UpdateRule, AdamStateCarriesOverExactly) {
     const Network net = lenet5_network();
     for (const std::string& variant : built_variants()) expect_resume_continues(net, variant, adam_rule(Optimizer::AdamW));
+}
+
+// The train line's optimizer keys, and which lr each optimizer takes where --lr is not given.
+TEST(UpdateRule, ModelFileAndFlagsChooseTheOptimizer) {
+    const std::string head = "model m\ninput 1x28x28\nfc out units=10\n";
+    const Model adamw = parse_model(head + "train lr=0.002 optimizer=adamw beta1=0.8 eps=1e-7\n", "m.net");
+    TrainOptions o;
+    TrainSettings s = resolve_settings(o, adamw.recipe);
+    EXPECT_EQ(s.optimizer, Optimizer::AdamW);
+    EXPECT_FLOAT_EQ(s.lr, 0.002f);
+    EXPECT_FLOAT_EQ(s.beta1, 0.8f);
+    EXPECT_FLOAT_EQ(s.beta2, 0.999f);
+    EXPECT_FLOAT_EQ(s.eps, 1e-7f);
+    o.optimizer = Optimizer::Sgd;  // the model's lr and betas are adamw's
+    s = resolve_settings(o, adamw.recipe);
+    EXPECT_FLOAT_EQ(s.lr, 0.05f);
+    const Model sgd = parse_model(head + "train lr=0.1 momentum=0.5\n", "m.net");
+    o.optimizer = Optimizer::Adam;
+    s = resolve_settings(o, sgd.recipe);
+    EXPECT_FLOAT_EQ(s.lr, kAdamLr);
+    EXPECT_FLOAT_EQ(s.momentum, 0.0f);
+    for (const char* line : {"train optimizer=adam momentum=0.9\n", "train beta1=0.9\n", "train optimizer=rmsprop\n"})
+        EXPECT_THROW(parse_model(head + line, "m.net"), Error) << line;
 }
 
 TEST(UpdateRule, CheckpointKeepsAdamsState) {

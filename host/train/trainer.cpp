@@ -194,7 +194,8 @@ TrainResult train(const TrainOptions& o, const TrainObserver& observer) {
     check_settings(opt, o, net);
     if (!o.resume_path.empty() && resume.optimizer != opt.optimizer)
         throw Error(o.resume_path + ": checkpoint was trained with " + optimizer_name(resume.optimizer) +
-                    "; it cannot continue with " + optimizer_name(opt.optimizer));
+                    ", not " + optimizer_name(opt.optimizer) + " (give --optimizer " +
+                    optimizer_name(resume.optimizer) + ")");
     // The engine first: a bad --variant or --device is reported before the data loads.
     EngineRequest request = o.engine;
     request.batch = opt.batch;  // the OpenCL variants' tuned work-group size is per batch
