@@ -107,6 +107,8 @@ inline void expect_refuses_training(Engine& engine, const std::vector<float>& pa
         {"set_gradients()", [&] { engine.set_gradients(params); }},
         {"momentum_buffer()", [&] { engine.momentum_buffer(); }},
         {"set_momentum_buffer()", [&] { engine.set_momentum_buffer(params); }},
+        {"adam_state()", [&] { engine.adam_state(); }},
+        {"set_adam_state()", [&] { engine.set_adam_state({}); }},
     };
     for (const auto& [name, call] : calls) {
         try {
