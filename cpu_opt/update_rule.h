@@ -67,8 +67,7 @@ inline void adam_param(float& p, float& m, float& v, float g, const AdamStep& a)
     p -= a.step_size * (m / (std::sqrt(v) / a.bias2_sqrt + a.eps));
 }
 
-inline void adam_update(float* p, float* m, float* v, const float* g, size_t n, const AdamStep& a) {
-    for (size_t i = 0; i < n; ++i) adam_param(p[i], m[i], v[i], g[i], a);
-}
+// adam_param over n parameters (update_rule.cpp: compiled so that the loop vectorises).
+void adam_update(float* p, float* m, float* v, const float* g, size_t n, const AdamStep& a);
 
 }  // namespace lenet5
