@@ -33,8 +33,11 @@ int dump_kernels(const std::string& dir, std::ostream& out) {
         if (::stat(path.c_str(), &st) == 0 && read_whole_file(path, kMaxKernelFileBytes) != f.text)
             throw Error(path + " exists and differs from the embedded copy (edits?); remove it or dump into another folder");
     }
-    for (const KernelFile& f : embedded_kernel_files())
-        write_file_atomic((std::filesystem::path(dir) / f.name).string(), f.text);
+    for (const KernelFile& f : embedded_kernel_files()) {
+        const std::filesystem::path path = std::filesystem::path(dir) / f.name;
+        std::filesystem::create_directories(path.parent_path());  // layers/
+        write_file_atomic(path.string(), f.text);
+    }
     out << "lenet5: wrote the " << embedded_kernel_files().size() << " embedded kernel files to " << dir
         << "; use them with --kernels " << dir << "\n";
     return 0;

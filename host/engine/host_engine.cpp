@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "engine/preprocess.h"
+#include "layers/layer_type.h"
 #ifdef LENET5_HAVE_OPENMP
 #include <omp.h>
 #endif
@@ -42,9 +43,11 @@ HostEngine::HostEngine(Network net, std::string variant, const HostOps& ops, int
     acts_.resize(net_.layers.size() + 1);
     tail_ = net_.layers.size();
     while (tail_ > 0 && ops_.batched && ops_.batched(net_.layers[tail_ - 1])) --tail_;
+    for (const auto& l : net_.layers) draws_.push_back(layer_type(l.kind).draws);
+    // The lanes take no layer that draws (its draws are per sample): such a layer runs the reference.
     if (tail_ > 0 && ops_.lanes > 0 && ops_.lanes <= kMaxLanes &&
         std::all_of(net_.layers.begin(), net_.layers.begin() + static_cast<std::ptrdiff_t>(tail_),
-                    [&](const LayerSpec& l) { return ops_.lanes_supported(l); })) {
+                    [&](const LayerSpec& l) { return !layer_type(l.kind).draws && ops_.lanes_supported(l); })) {
         groups_.lanes = ops_.lanes;
         groups_.vector_to_lanes = ops_.to_lanes;
         groups_.vector_from_lanes = ops_.from_lanes;
@@ -124,6 +127,7 @@ void HostEngine::set_params(const std::vector<float>& params) {
     check_param_count(net_, params, "parameter buffer");
     params_ = params;
     inference_stale_ = true;
+    draw_step_ = 0;
     std::fill(velocity_.begin(), velocity_.end(), 0.0f);
     velocity_outer_ = false;
 }
@@ -232,8 +236,10 @@ void HostEngine::forward_unit(const Dataset& data, const int32_t* order, int fir
                        acts_[0].data() + static_cast<size_t>(s) * in_size);
         for (size_t k = 0; k < tail_; ++k) {
             const LayerSpec& l = net_.layers[k];
-            ops_.forward(l, params_.data(), acts_[k].data() + static_cast<size_t>(s) * l.in.size(),
-                         acts_[k + 1].data() + static_cast<size_t>(s) * l.out.size());
+            const float* in = acts_[k].data() + static_cast<size_t>(s) * l.in.size();
+            float* out = acts_[k + 1].data() + static_cast<size_t>(s) * l.out.size();
+            if (draws_[k]) reference_forward(l, params_.data(), in, out, draw(k, s));
+            else ops_.forward(l, params_.data(), in, out);
         }
     }
 }
@@ -249,6 +255,8 @@ void HostEngine::forward(Split split, int first, int count) {
     reserve(count);
     count_ = count;
     last_was_train_ = split == Split::Train;
+    draw_first_ = first;
+    if (last_was_train_) ++draw_step_;
     const float scale = 1.0f / static_cast<float>(count);
     const size_t L = net_.layers.size();
     const int T = parts(count);
@@ -339,8 +347,10 @@ void HostEngine::backward_unit(int thread, const Unit& u, const float* d, size_t
         std::copy_n(d + static_cast<size_t>(s) * dsize, dsize, a);
         for (size_t k = tail_; k-- > 0;) {
             const LayerSpec& l = net_.layers[k];
-            ops_.backward(l, params_.data(), acts_[k].data() + static_cast<size_t>(s) * l.in.size(),
-                          acts_[k + 1].data() + static_cast<size_t>(s) * l.out.size(), a, k ? b : nullptr, g);
+            const float* in = acts_[k].data() + static_cast<size_t>(s) * l.in.size();
+            const float* out = acts_[k + 1].data() + static_cast<size_t>(s) * l.out.size();
+            if (draws_[k]) reference_backward(l, params_.data(), in, out, a, k ? b : nullptr, g, draw(k, s));
+            else ops_.backward(l, params_.data(), in, out, a, k ? b : nullptr, g);
             std::swap(a, b);
         }
     }

@@ -152,6 +152,7 @@ void OpenCLEngineBase::set_params(const std::vector<float>& params) {
     cl_checked([&] {
         settle();  // the loss of a forward before these parameters
         write_flat(params_, params);
+        draw_step_ = 0;
         if (!inference_only_) {
             rt_->fill(velocity_, 0.0f, layout_.size() * sizeof(float));
             write_flat(grads_, std::vector<float>(net_.param_count, std::numeric_limits<float>::quiet_NaN()));

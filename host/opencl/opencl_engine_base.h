@@ -125,6 +125,8 @@ protected:
     MemoryVariant memory_;
     bool inference_only_;
     TrainingRule rule_;
+    // Layers that draw random numbers (layers/layer_type.h's Draw): training forwards since set_params.
+    uint32_t draw_step_ = 0;
     std::shared_ptr<DeviceRuntime> rt_;
     // What the device did, per phase of a step (or per transfer), and the per-kernel profile.
     Timeline timeline_;

@@ -29,7 +29,7 @@ struct TrainSettings {
     uint64_t seed = 1;
 
     RateSchedule rates() const { return {schedule, lr, lr_decay, warmup}; }
-    TrainingRule rule() const { return {nesterov, label_smoothing}; }
+    TrainingRule rule() const { return {nesterov, label_smoothing, seed}; }
 };
 
 struct TrainOptions {
