@@ -7,7 +7,7 @@ namespace lenet5 {
 namespace {
 
 // The reference of each layer kind is in its home (host/layers/); a layer that draws random numbers
-// (dropout) gets its draws from HostEngine, which calls the reference itself.
+// gets its draws from HostEngine, which calls the reference itself.
 void forward(const LayerSpec& l, const float* p, const float* in, float* out) { reference_forward(l, p, in, out); }
 
 void backward(const LayerSpec& l, const float* p, const float* in, const float* out, float* dout, float* din,

@@ -8,6 +8,7 @@
 
 #include "conv/convbench.h"
 #include "common/error.h"
+#include "layers/layer_type.h"
 #include "train/worker_engine.h"
 
 namespace lenet5 {
@@ -196,10 +197,11 @@ const char* const kInferHelp[] = {
     "\n"
     "Runs a model on the variant's engine, as a network of layers as train does: an ONNX file (a chain\n"
     "of Conv, also grouped, Relu, Sigmoid, Tanh, MaxPool, AveragePool, GlobalAveragePool, Gemm,\n"
-    "MatMul, Flatten, Reshape, Dropout, Identity, a Softmax at the end; Add, Sub, Mul, Div by\n"
-    "constants and a constant Pad where they fold into the input or a layer; one float input whose\n"
-    "first dimension is the batch), or a checkpoint as `export` writes it. Prints one line: images,\n"
-    "batch, ms per image, the top-1 classes of the first 10 images.\n"
+    "MatMul, Flatten, Reshape, Identity, a Softmax at the end; Add, Sub, Mul, Div by constants and\n"
+    "a constant Pad where they fold into the input or a layer; the layer kinds' own operators: ",
+    // layer_onnx_ops() here (command_help)
+    ";\none float input whose first dimension is the batch), or a checkpoint as `export` writes it.\n"
+    "Prints one line: images, batch, ms per image, the top-1 classes of the first 10 images.\n"
     "\n"
     "model:\n"
     "  --onnx FILE      the model (external data is read from files beside it)\n"
@@ -321,10 +323,11 @@ const char* const kDevicesHelp[] = {
     "No options.\n",
 };
 
+// The parts from `first` on.
 template <size_t N>
-std::string joined(const char* const (&parts)[N]) {
+std::string joined(const char* const (&parts)[N], size_t first = 0) {
     std::string text;
-    for (const char* part : parts) text += part;
+    for (size_t i = first; i < N; ++i) text += parts[i];
     return text;
 }
 
@@ -364,7 +367,7 @@ std::string command_help(const std::string& command) {
     if (command == "train") return joined(kTrainHelp);
     if (command == "eval") return joined(kEvalHelp);
     if (command == "tune") return joined(kTuneHelp);
-    if (command == "infer") return joined(kInferHelp);
+    if (command == "infer") return kInferHelp[0] + layer_onnx_ops() + joined(kInferHelp, 1);
     if (command == "convbench") return conv::convbench_help();
     if (command == "check") return joined(kCheckHelp);
     if (command == "kernels") return joined(kKernelsHelp);

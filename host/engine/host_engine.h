@@ -188,7 +188,7 @@ private:
     int capacity_ = 0, count_ = 0;
     bool last_was_train_ = false;
 
-    // Layers that draw random numbers (dropout) run the reference with each sample's draw: the step
+    // Layers that draw random numbers run the reference with each sample's draw: the step
     // is the training forwards since set_params, the sample its place in the epoch's order.
     std::vector<char> draws_;  // per layer
     uint32_t draw_step_ = 0;

@@ -22,7 +22,7 @@ struct Draw {
     uint32_t seed = 0;    // the run's seed and the layer's index, mixed (layer_draw_seed)
     uint32_t step = 0;    // the engine's training forwards so far
     uint32_t sample = 0;  // the sample's position in the epoch's order
-    bool training = false;  // false: inference (dropout passes its input through)
+    bool training = false;  // false: inference
 };
 
 // One 32-bit hash step (lowbias32, by Chris Wellons): cl_kernels/layers/common_draw.h has the same.
@@ -106,6 +106,10 @@ inline float init_gain(Activation a) { return a == Activation::ReLU ? 6.0f : 3.0
 constexpr long kMaxLayerDim = 4096;    // one side of a map, a kernel, a stride
 constexpr long kMaxLayerMaps = 65536;  // maps or units of one layer
 
+// Adds a layer of a kind described by its settings (attr, in the kind's order): it keeps its input's
+// shape and has no parameters. read_settings reads one from its model-file line; ONNX import too.
+NetworkBuilder& add_by_settings(NetworkBuilder& b, const LayerType& kind, const std::string& name, Activation act,
+                                std::vector<float> attr);
 void read_settings(const LayerType& self, LayerLine& line, NetworkBuilder& b, const std::string& name);
 void write_settings(const LayerType& self, const LayerSpec& l, std::ostream& line);
 

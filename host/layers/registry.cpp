@@ -50,14 +50,21 @@ std::string layer_onnx_ops(const char* separator) {
     return s;
 }
 
-void read_settings(const LayerType& self, LayerLine& line, NetworkBuilder& b, const std::string& name) {
+NetworkBuilder& add_by_settings(NetworkBuilder& b, const LayerType& kind, const std::string& name, Activation act,
+                                std::vector<float> attr) {
     LayerSpec l;
     l.name = name;
-    l.kind = self.kind;
-    for (const LayerSetting& s : self.settings) l.attr.push_back(line.number(s.key, s.lo, s.hi, s.fallback));
-    l.activation = line.activation(Activation::None);
+    l.kind = kind.kind;
+    l.activation = act;
+    l.attr = std::move(attr);
     l.in = l.out = b.output();
-    b.add(std::move(l));
+    return b.add(std::move(l));
+}
+
+void read_settings(const LayerType& self, LayerLine& line, NetworkBuilder& b, const std::string& name) {
+    std::vector<float> attr;
+    for (const LayerSetting& s : self.settings) attr.push_back(line.number(s.key, s.lo, s.hi, s.fallback));
+    add_by_settings(b, self, name, line.activation(Activation::None), std::move(attr));
 }
 
 void write_settings(const LayerType& self, const LayerSpec& l, std::ostream& line) {

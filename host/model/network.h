@@ -45,7 +45,7 @@ struct LayerSpec {
     size_t weight_offset = 0, weight_count = 0;
     size_t bias_offset = 0, bias_count = 0;
 
-    // A kind's own settings (layers/layer_type.h's LayerType::settings), in its order: dropout's rate.
+    // A kind's own settings (layers/layer_type.h's LayerType::settings), in its order.
     std::vector<float> attr;
 
     int connections() const { return static_cast<int>(conn_in.size()); }
