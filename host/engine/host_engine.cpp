@@ -41,9 +41,15 @@ HostEngine::HostEngine(Network net, std::string variant, const HostOps& ops, int
     int largest = net_.input.size();
     for (const auto& l : net_.layers) largest = std::max(largest, l.out.size());
     acts_.resize(net_.layers.size() + 1);
-    tail_ = net_.layers.size();
-    while (tail_ > 0 && ops_.batched && ops_.batched(net_.layers[tail_ - 1])) --tail_;
     for (const auto& l : net_.layers) draws_.push_back(layer_type(l.kind).draws);
+    // The tail: the layers the ops batch, and among them those without parameters that draw, run
+    // sample by sample (so that a dropout between fully connected layers leaves them batched).
+    auto in_tail = [&](size_t k) {
+        const LayerSpec& l = net_.layers[k];
+        return ops_.batched(l) || (draws_[k] && l.weight_count + l.bias_count == 0);
+    };
+    tail_ = net_.layers.size();
+    while (tail_ > 0 && ops_.batched && in_tail(tail_ - 1)) --tail_;
     // The lanes take no layer that draws (its draws are per sample): such a layer runs the reference.
     if (tail_ > 0 && ops_.lanes > 0 && ops_.lanes <= kMaxLanes &&
         std::all_of(net_.layers.begin(), net_.layers.begin() + static_cast<std::ptrdiff_t>(tail_),
@@ -278,7 +284,11 @@ void HostEngine::forward(Split split, int first, int count) {
             if (!split_rows(k)) {  // the part's samples (computed by this thread)
                 for (int part = id; part < T; part += nth) {
                     const int b = part_first(count, part, T), e = part_first(count, part + 1, T);
-                    if (e > b)
+                    if (draws_[k])
+                        for (int x = b; x < e; ++x)
+                            reference_forward(l, params_.data(), acts_[k].data() + static_cast<size_t>(x) * I,
+                                              acts_[k + 1].data() + static_cast<size_t>(x) * O, draw(k, x));
+                    else if (e > b)
                         ops_.forward_batch(l, params_.data(), acts_[k].data() + static_cast<size_t>(b) * I,
                                            acts_[k + 1].data() + static_cast<size_t>(b) * O, e - b);
                 }
@@ -417,6 +427,14 @@ void HostEngine::backward() {
                     if (e == b) continue;
                     float* pd = part_d_[static_cast<size_t>(part)].data();
                     std::copy(d + static_cast<size_t>(b) * O, d + static_cast<size_t>(e) * O, pd);
+                    if (draws_[k]) {  // no parameters: nothing to write but din
+                        for (int x = b; x < e; ++x)
+                            reference_backward(l, params_.data(), acts_[k].data() + static_cast<size_t>(x) * I,
+                                               acts_[k + 1].data() + static_cast<size_t>(x) * O,
+                                               pd + static_cast<size_t>(x - b) * O,
+                                               din ? din + static_cast<size_t>(x) * I : nullptr, nullptr, draw(k, x));
+                        continue;
+                    }
                     const bool vectors = outer && outer_layer_[k];
                     (set_tail && !vectors ? ops_.backward_batch_set : ops_.backward_batch)(
                         l, params_.data(), acts_[k].data() + static_cast<size_t>(b) * I,
