@@ -43,7 +43,7 @@ HostEngine::HostEngine(Network net, std::string variant, const HostOps& ops, int
     acts_.resize(net_.layers.size() + 1);
     for (const auto& l : net_.layers) draws_.push_back(layer_type(l.kind).draws);
     // The tail: the layers the ops batch, and among them those without parameters that draw, run
-    // sample by sample (so that a dropout between fully connected layers leaves them batched).
+    // sample by sample (so that such a layer between fully connected layers leaves them batched).
     auto in_tail = [&](size_t k) {
         const LayerSpec& l = net_.layers[k];
         return ops_.batched(l) || (draws_[k] && l.weight_count + l.bias_count == 0);
