@@ -8,6 +8,7 @@
 
 #include "conv/convbench.h"
 #include "common/error.h"
+#include "engine/engine_factory.h"
 #include "layers/layer_type.h"
 #include "train/worker_engine.h"
 
@@ -482,8 +483,8 @@ void parse_tune_option(const std::string& flag, ArgReader& r, TuneOptions& t) {
     if (flag == "--variant") {
         t.variants.clear();
         for_each_listed(flag, r.value(flag), [&](const std::string& v) {
-            if (v != "gpu" && v != "gpu-constant" && v != "gpu-local")
-                throw UsageError(flag + ": '" + v + "' is not an OpenCL variant (gpu, gpu-constant, gpu-local)");
+            if (!is_opencl_variant(v))
+                throw UsageError(flag + ": '" + v + "' is not an OpenCL variant (" + listed(opencl_variants()) + ")");
             t.variants.push_back(v);
         });
     } else if (flag == "--model") {
@@ -519,8 +520,9 @@ void parse_infer_option(const std::string& flag, ArgReader& r, InferOptions& o) 
     else if (flag == "--variant") {
         o.engine.variant = r.value(flag);
         const std::string& v = o.engine.variant;
-        if (v != "cpu" && v != "avx" && v != "omp" && v != "gpu" && v != "gpu-constant" && v != "gpu-local" && v != "auto")
-            throw UsageError(flag + ": '" + v + "' is not an infer variant (cpu, avx, omp, gpu, gpu-constant, gpu-local, auto)");
+        const auto& known = known_variants();
+        if (v != "auto" && std::find(known.begin(), known.end(), v) == known.end())
+            throw UsageError(flag + ": '" + v + "' is not an infer variant (" + listed(known) + ", auto)");
     } else if (flag == "--device") o.engine.device = parse_count(flag, r.value(flag), 0);
     else if (flag == "--threads") o.engine.threads = parse_count(flag, r.value(flag), 1);
     else if (flag == "--conv-algo") o.engine.conv_algo = conv::parse_algo(r.value(flag));
@@ -551,8 +553,8 @@ void parse_check_option(const std::string& flag, ArgReader& r, CheckOptions& o) 
 void parse_kernels_option(const std::string& flag, ArgReader& r, KernelsOptions& o) {
     if (flag == "--variant") {
         o.variant = r.value(flag);
-        if (o.variant != "gpu" && o.variant != "gpu-constant" && o.variant != "gpu-local")
-            throw UsageError(flag + ": '" + o.variant + "' is not an OpenCL variant (gpu, gpu-constant, gpu-local)");
+        if (!is_opencl_variant(o.variant))
+            throw UsageError(flag + ": '" + o.variant + "' is not an OpenCL variant (" + listed(opencl_variants()) + ")");
     } else if (flag == "--model") o.model = non_empty(flag, r);
     else if (flag == "--batch") o.batch = parse_count(flag, r.value(flag), 1);
     else if (flag == "--device") o.device = parse_count(flag, r.value(flag), 0);

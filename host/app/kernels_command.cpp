@@ -98,7 +98,7 @@ int run_kernels(const KernelsOptions& o, std::ostream& out) {
         << kListedSteps << " steps after the first), kernel files " << (folder.empty() ? "embedded" : "from " + folder)
         << "\n";
     const std::vector<std::string> variants =
-        o.variant.empty() ? std::vector<std::string>{"gpu", "gpu-constant", "gpu-local"} : std::vector<std::string>{o.variant};
+        o.variant.empty() ? opencl_variants() : std::vector<std::string>{o.variant};
     for (const std::string& variant : variants) {
         EngineRequest request;
         request.variant = variant;

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <utility>
 
+#include "engine/engine_factory.h"
 #include "engine/preprocess.h"
 
 namespace lenet5 {
@@ -49,14 +50,7 @@ OpenCLEngineBase::~OpenCLEngineBase() {
     }
 }
 
-std::string OpenCLEngineBase::variant() const {
-    switch (memory_) {
-        case MemoryVariant::Global: return "gpu";
-        case MemoryVariant::Constant: return "gpu-constant";
-        case MemoryVariant::Local: return "gpu-local";
-    }
-    return "gpu";
-}
+std::string OpenCLEngineBase::variant() const { return opencl_variants().at(static_cast<size_t>(memory_)); }
 
 std::string OpenCLEngineBase::build_options(const std::string& extra) const {
     const char* memory = memory_ == MemoryVariant::Constant ? " -DMEM_CONSTANT"

@@ -18,6 +18,7 @@
 
 namespace lenet5 {
 
+// In engine_factory.h's opencl_variants() order.
 enum class MemoryVariant {
     Global,    // gpu: __global memory only
     Constant,  // gpu-constant: small layers' parameters through __constant memory
