@@ -1,12 +1,12 @@
 // The `cpu` variant: the scalar reference every other variant is checked against, each layer
-// kind's own (host/layers/), and the update.
+// kind's own (host/model/layers/), and the update.
 #include "host_ops.h"
-#include "layers/layer_type.h"
+#include "model/layers/layer_type.h"
 
 namespace lenet5 {
 namespace {
 
-// The reference of each layer kind is in its home (host/layers/); a layer that draws random numbers
+// The reference of each layer kind is in its home (host/model/layers/); a layer that draws random numbers
 // gets its draws from HostEngine, which calls the reference itself.
 void forward(const LayerSpec& l, const float* p, const float* in, float* out) { reference_forward(l, p, in, out); }
 

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "layers/activation.h"
+#include "model/layers/activation.h"
 #include "model/network.h"
 
 namespace lenet5 {

@@ -78,7 +78,7 @@ inline bool simd_supports(const LayerSpec& l) {
         case LayerKind::MaxPool:
         case LayerKind::AvgPool:
             return l.kernel == 2 && l.stride == 2 && l.in.h == 2 * l.out.h && l.in.w == 2 * l.out.w;
-        default: return false;  // the other kinds run their reference (host/layers/)
+        default: return false;  // the other kinds run their reference (host/model/layers/)
     }
 }
 

@@ -1,4 +1,4 @@
-// dropout, the kind docs/adding-a-layer.md adds (host/layers/dropout.cpp, cl_kernels/layers/dropout.cl):
+// dropout, the kind docs/adding-a-layer.md adds (host/model/layers/dropout.cpp, cl_kernels/layers/dropout.cl):
 // its model-file line, its reference (the share dropped, the scale, inference as identity, the backward
 // from the same draws, finite differences), every variant against `cpu` on a network with two of them
 // (the same draws everywhere), and ONNX's Dropout both ways.
@@ -10,7 +10,7 @@
 
 #include "common/error.h"
 #include "engine/engine_factory.h"
-#include "layers/layer_type.h"
+#include "model/layers/layer_type.h"
 #include "model/model_file.h"
 #include "test_support.h"
 

@@ -9,7 +9,7 @@
 #include "conv/convbench.h"
 #include "common/error.h"
 #include "engine/engine_factory.h"
-#include "layers/layer_type.h"
+#include "model/layers/layer_type.h"
 #include "train/worker_engine.h"
 
 namespace lenet5 {

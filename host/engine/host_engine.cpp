@@ -4,7 +4,7 @@
 
 #include "common/error.h"
 #include "engine/preprocess.h"
-#include "layers/layer_type.h"
+#include "model/layers/layer_type.h"
 #ifdef LENET5_HAVE_OPENMP
 #include <omp.h>
 #endif

@@ -15,7 +15,7 @@
 #include "engine/host_inference.h"
 #include "engine/lane_groups.h"
 #include "host_ops.h"
-#include "layers/layer_type.h"
+#include "model/layers/layer_type.h"
 
 namespace lenet5 {
 

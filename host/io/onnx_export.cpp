@@ -8,7 +8,7 @@
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "common/error.h"
-#include "layers/layer_type.h"
+#include "model/layers/layer_type.h"
 #include "model/model_file.h"
 
 namespace lenet5 {

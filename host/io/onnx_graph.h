@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/layer_kind.h"
+#include "model/layers/layer_kind.h"
 
 namespace lenet5 {
 

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "common/error.h"
-#include "layers/layer_type.h"
+#include "model/layers/layer_type.h"
 #include "io/onnx_reader.h"
 
 namespace lenet5 {

@@ -10,7 +10,7 @@
 
 #include "common/error.h"
 #include "io/read_whole_file.h"
-#include "layers/layer_type.h"
+#include "model/layers/layer_type.h"
 
 namespace lenet5 {
 

@@ -14,7 +14,7 @@
 #include <sstream>
 
 #include "common/error.h"
-#include "layers/layer_type.h"
+#include "model/layers/layer_type.h"
 
 namespace lenet5 {
 namespace {

@@ -6,7 +6,7 @@
 #include "common/error.h"
 #include "common/hash.h"
 #include "common/rng.h"
-#include "layers/layer_type.h"
+#include "model/layers/layer_type.h"
 
 namespace lenet5 {
 

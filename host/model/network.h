@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/layer_kind.h"
+#include "model/layers/layer_kind.h"
 
 namespace lenet5 {
 
@@ -90,7 +90,7 @@ public:
                          Activation act = Activation::None);
     NetworkBuilder& fully_connected(const std::string& name, int units, Activation act);
     // Any kind: `layer` with its shapes and parameter counts set, its input the output so far; its
-    // parameters are placed after the others'. (The methods above are the homes' own, host/layers/.)
+    // parameters are placed after the others'. (The methods above are the homes' own, host/model/layers/.)
     NetworkBuilder& add(LayerSpec layer);
     NetworkBuilder& scaling(InputScaling scaling) {
         net_.scaling = scaling;

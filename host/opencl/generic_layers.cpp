@@ -3,7 +3,7 @@
 #include <set>
 
 #include "common/error.h"
-#include "layers/layer_type.h"
+#include "model/layers/layer_type.h"
 #include "opencl/opencl_kernels.h"
 
 namespace lenet5 {

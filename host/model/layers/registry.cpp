@@ -1,7 +1,7 @@
 // The registry: every layer kind's home, in LayerKind's order. A new kind adds its line here
 // (docs/adding-a-layer.md).
 #include "common/error.h"
-#include "layers/layer_type.h"
+#include "model/layers/layer_type.h"
 
 namespace lenet5 {
 

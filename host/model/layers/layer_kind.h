@@ -1,4 +1,4 @@
-// The list of layer kinds: one name per home in host/layers/ (layer_type.h says what a home holds,
+// The list of layer kinds: one name per home in host/model/layers/ (layer_type.h says what a home holds,
 // registry.cpp lists them). Adding a kind starts here: docs/adding-a-layer.md walks through it.
 #pragma once
 

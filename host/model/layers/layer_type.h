@@ -1,4 +1,4 @@
-// What a layer kind's home (host/layers/<kind>.cpp) provides, and the registry the engines find it
+// What a layer kind's home (host/model/layers/<kind>.cpp) provides, and the registry the engines find it
 // through. A home holds the kind's spec (shapes and parameters through NetworkBuilder, its model-file
 // line, its ONNX operator), its reference forward and backward (what `cpu` runs, and what every
 // other variant falls back to), and names its generic OpenCL kernels (cl_kernels/layers/). Engines

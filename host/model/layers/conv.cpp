@@ -5,8 +5,8 @@
 #include <cmath>
 
 #include "common/error.h"
-#include "layers/activation.h"
-#include "layers/layer_type.h"
+#include "model/layers/activation.h"
+#include "model/layers/layer_type.h"
 
 namespace lenet5 {
 namespace {

@@ -3,8 +3,8 @@
 //   model file: subsample NAME window=K [act=A]
 //   parameters: one coefficient per map, then one bias per map
 #include "common/error.h"
-#include "layers/activation.h"
-#include "layers/layer_type.h"
+#include "model/layers/activation.h"
+#include "model/layers/layer_type.h"
 
 namespace lenet5 {
 namespace {

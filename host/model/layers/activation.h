@@ -1,4 +1,4 @@
-// The scalar activations of the reference (host/layers/, host/conv/conv_reference.cpp), and their
+// The scalar activations of the reference (host/model/layers/, host/conv/conv_reference.cpp), and their
 // derivatives from the output y.
 #pragma once
 #include <cmath>

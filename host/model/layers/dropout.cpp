@@ -4,8 +4,8 @@
 // every variant drops the same ones; the backward draws them again rather than storing a mask.
 //   model file: dropout NAME [rate=0.5]       ONNX: Dropout (its ratio input)
 //   the generic OpenCL kernels: cl_kernels/layers/dropout.cl
-#include "layers/activation.h"
-#include "layers/layer_type.h"
+#include "model/layers/activation.h"
+#include "model/layers/layer_type.h"
 
 namespace lenet5 {
 namespace {
