@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "model/network.h"
-#include "train/lr_schedule.h"
+#include "model/lr_schedule.h"
 
 namespace lenet5 {
 

@@ -9,7 +9,7 @@
 #include "engine/engine_factory.h"
 #include "model/model_file.h"
 #include "train/grad_exchange.h"
-#include "train/lr_schedule.h"
+#include "model/lr_schedule.h"
 
 namespace lenet5 {
 
