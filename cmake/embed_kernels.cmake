@@ -1,13 +1,14 @@
 # Turns the OpenCL kernel files into one C++ source that holds their text, so the
 # binary runs from any directory (and `lenet5 kernels --dump` can write them out again).
 # Run at build time:
-#   cmake -DOUTPUT=<file.cpp> -DSOURCES=<a.h;b.cl;...> -P embed_kernels.cmake
+#   cmake -DOUTPUT=<file.cpp> -DSOURCES=<a.h;b.cl;...> -DROOT=<cl_kernels> -P embed_kernels.cmake
+# Each file is named by its path under ROOT (layers/dropout.cl).
 # The files keep the given order (the shared header first): programs are built from
 # them in that order (opencl/opencl_kernels.cpp).
 set(entries "")
 foreach(source IN LISTS SOURCES)
   file(READ "${source}" content)
-  get_filename_component(name "${source}" NAME)
+  file(RELATIVE_PATH name "${ROOT}" "${source}")
   # A raw string literal keeps the text as it is; the delimiter must not occur in it.
   string(FIND "${content}" ")lenet5_cl\"" clash)
   if(NOT clash EQUAL -1)

@@ -2,24 +2,13 @@
 // plain scalar reference (cpu_ops.cpp); `avx` and `omp` supply the same table.
 // HostEngine (host/engine/host_engine.cpp) runs the batch loop over these.
 #pragma once
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
+#include "model/layers/activation.h"
 #include "model/network.h"
 
 namespace lenet5 {
-
-// The scalar activation of the reference (cpu_ops.cpp, host/conv/conv_reference.cpp).
-inline float activate(Activation a, float x) {
-    switch (a) {
-        case Activation::Tanh: return std::tanh(x);
-        case Activation::Sigmoid: return 1.0f / (1.0f + std::exp(-x));
-        case Activation::ReLU: return x > 0.0f ? x : 0.0f;
-        case Activation::None: break;
-    }
-    return x;
-}
 
 // dst[x] = activate(act, src[x]) for x < n, the branch outside the loop so that each vectorises.
 inline void activate_into(const float* src, int n, Activation act, float* dst) {

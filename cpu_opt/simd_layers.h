@@ -79,8 +79,8 @@ inline bool simd_supports(const LayerSpec& l) {
         case LayerKind::MaxPool:
         case LayerKind::AvgPool:
             return l.kernel == 2 && l.stride == 2 && l.in.h == 2 * l.out.h && l.in.w == 2 * l.out.w;
+        default: return false;  // the other kinds run their reference (host/model/layers/)
     }
-    return false;
 }
 
 // A conv whose window covers its whole unpadded input over all input maps (C5) is a fully

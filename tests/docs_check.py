@@ -7,7 +7,9 @@
 Links: every relative link resolves to a file or folder, and a link to a Markdown heading
 (FILE.md#anchor or #anchor) names a heading that exists (GitHub's anchors). Quoted paths: every
 path under the project's folders that the pages quote (bench/gpu/x.sh, host/io/checkpoint.h, ...)
-is a tracked file or folder (git ls-files; the file system where there is no git). --self-test
+is a tracked file or folder (git ls-files; the file system where there is no git). Adding a layer:
+docs/adding-a-layer.md's steps name exactly the files `git grep -il dropout -- host cpu_opt cl_kernels`
+lists, and the page states their count. --self-test
 first checks that a page with a broken link, a missing anchor and an untracked script fails.
 
 --lab runs every `$ ` command line of docs/kernel-lab.md in a scratch folder, in order, with
@@ -118,6 +120,30 @@ def check_results_index(root, known):
     entries = {f.split("/")[2] for f in known if f.startswith("bench/results/") and f.count("/") >= 2}
     return ["bench/results/README.md: no row for %s" % e
             for e in sorted(entries - listed - {"README.md", "JOURNAL.md"})]
+
+
+def check_adding_a_layer(root):
+    """docs/adding-a-layer.md walks through exactly the files that mention dropout under host/, cpu_opt/
+    and cl_kernels/ (its `## N. `path`` headings), and states their count."""
+    page = os.path.join(root, "docs", "adding-a-layer.md")
+    if not os.path.exists(page):
+        return ["docs/adding-a-layer.md is missing"]
+    text = open(page, encoding="utf-8").read()
+    named = re.findall(r"^## \d+\. `([^`]+)`", text, flags=re.M)
+    try:
+        out = subprocess.run(["git", "-C", root, "grep", "-il", "dropout", "--", "host", "cpu_opt", "cl_kernels"],
+                             capture_output=True, check=True).stdout.decode().split()
+    except (OSError, subprocess.CalledProcessError):
+        return []  # no git here: nothing to compare with
+    errors = []
+    if sorted(named) != sorted(out):
+        errors.append("docs/adding-a-layer.md walks through %s; the files that mention dropout are %s" %
+                      (", ".join(named), ", ".join(out)))
+    count = re.search(r"\*\*(\d+) files?\*\*", text)
+    if not count or int(count.group(1)) != len(out):
+        errors.append("docs/adding-a-layer.md states %s files; git grep finds %d" %
+                      (count.group(1) if count else "no count of", len(out)))
+    return errors
 
 
 def self_test():
@@ -253,7 +279,7 @@ def main():
             return 1
     files = pages(root)
     known = tracked(root)
-    errors = check_pages(root, files, known) + check_results_index(root, known)
+    errors = check_pages(root, files, known) + check_results_index(root, known) + check_adding_a_layer(root)
     for e in errors:
         print("docs_check: " + e)
     print("docs_check: %d pages: %s" % (len(files), "%d problems" % len(errors) if errors else "every link and path ok"))

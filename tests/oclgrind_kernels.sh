@@ -16,8 +16,9 @@
 # PATH sample|batch forces the engine (LENET5_OPENCL_PATH); ALGO is --conv-algo (CLBlast's own
 # kernels are left out). Models: lenet5, mlp, and tests/data/cnn_small.net (models/cnn.net's layers
 # on smaller shapes: cnn's FC of 6.4M weights takes 7 minutes a step under Oclgrind),
-# tests/data/vgg_small.net (a small VGG-like chain) and tests/data/winograd_small.net (the Winograd
-# convolution's training kernels on the smallest shapes).
+# tests/data/vgg_small.net (a small VGG-like chain), tests/data/winograd_small.net (the Winograd
+# convolution's training kernels on the smallest shapes) and tests/data/dropout_small.net (the
+# generic kernels of a layer kind's own, cl_kernels/layers/).
 #
 # Oclgrind's checks: --data-races (races between work-items and groups) on top of its default ones
 # (out-of-bounds reads and writes of buffers and of __local/private arrays, barrier divergence, the
@@ -56,6 +57,7 @@ list_cases() {
         echo "check/mlp/$v/sample/b1"
         echo "check/mlp/$v/batch"
         echo "check/cnn_small/$v"
+        echo "check/dropout_small/$v"
         # vgg_small's training on gpu-constant does not end within 10 minutes under Oclgrind; every
         # kernel it launches there (`lenet5 kernels`) runs in lenet5's and cnn_small's cases.
         [[ $v != gpu-constant ]] && echo "check/vgg_small/$v"
@@ -64,6 +66,7 @@ list_cases() {
     done
     # Inference of these runs the kernels above on each variant: gpu-local is enough.
     echo "infer/cnn_small/gpu-local"
+    echo "infer/dropout_small/gpu-local"
     echo "onnx/mnist_cnn/gpu-local"
     # LeNet-5's C1 and C5 through conv.cl take over 5 minutes each under Oclgrind: the algorithms
     # run on cnn_small's and vgg_small's layers.

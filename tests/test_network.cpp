@@ -65,7 +65,10 @@ TEST(Network, InitialisationIsSeededAndScaledByFanIn) {
         if (l.kind == LayerKind::Subsample) {
             for (size_t i = 0; i < l.weight_count; ++i) EXPECT_EQ(a[l.weight_offset + i], 0.25f);
         } else {
-            const float bound = std::sqrt(3.0f / static_cast<float>(l.fan_in(0)));
+            // Output map 0's fan-in (C3's smallest: its bound the largest).
+            const int fan_in = l.kind == LayerKind::Conv ? (l.conn_begin[1] - l.conn_begin[0]) * l.kernel * l.kernel
+                                                         : l.in.size();
+            const float bound = std::sqrt(3.0f / static_cast<float>(fan_in));
             float largest = 0;
             for (size_t i = 0; i < l.weight_count; ++i) largest = std::max(largest, std::abs(a[l.weight_offset + i]));
             EXPECT_LE(largest, bound) << l.name;

@@ -272,7 +272,7 @@ TEST(OnnxInfer, EveryVariantMatchesCpuOnEveryOperatorOfAChain) {
     std::vector<std::string> kinds;
     for (const LayerSpec& l : m.net.layers) kinds.push_back(std::string(kind_name(l.kind)) + "/" + activation_name(l.activation));
     EXPECT_EQ(kinds, (std::vector<std::string>{"conv/relu", "conv/relu", "conv/tanh", "conv/sigmoid", "maxpool/none",
-                                               "avgpool/none", "fc/tanh", "fc/none"}));
+                                               "avgpool/none", "fc/tanh", "dropout/none", "fc/none"}));
     EXPECT_EQ(m.net.layers[2].connections(), 8 * 8);  // the groups as a connection table
     const std::vector<float> x = random_images(m.net, 5);
     const std::vector<float> ref = run(m, *engine(m, "cpu", 5), x, 5, 5);

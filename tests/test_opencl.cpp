@@ -315,7 +315,7 @@ TEST(OpenCL, PerSampleKernelsRefusePoolingAndPaddedConvolutions) {
                              .pool("P1", LayerKind::MaxPool, 2)
                              .fully_connected("output", 10, Activation::None)
                              .build();
-    EXPECT_NE(sample_refusal(pool).find("no pooling layers; layer P1"), std::string::npos) << sample_refusal(pool);
+    EXPECT_NE(sample_refusal(pool).find("no maxpool layers; layer P1"), std::string::npos) << sample_refusal(pool);
     const Network conv_fc = NetworkBuilder("conv-fc", {1, 12, 12})
                                 .conv("C1", 2, 5, Activation::Tanh)
                                 .fully_connected("F2", 10, Activation::None)

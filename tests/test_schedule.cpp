@@ -1,4 +1,4 @@
-// The learning-rate schedules (host/train/lr_schedule.h) against rates computed by hand, and the
+// The learning-rate schedules (host/model/lr_schedule.h) against rates computed by hand, and the
 // schedule settings as flags and as a model file's train line.
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 
 #include "common/error.h"
 #include "model/model_file.h"
-#include "train/lr_schedule.h"
+#include "model/lr_schedule.h"
 #include "train/trainer.h"
 
 using namespace lenet5;

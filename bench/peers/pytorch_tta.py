@@ -12,7 +12,7 @@ from there) until the first test evaluation at or above --target, as `lenet5 tra
 The recipe: --recipe FILE reads a model file's `train` line (batch, epochs, lr, lr-decay,
 momentum, weight-decay, schedule, warmup, nesterov, label-smoothing) and its `input` line's
 scale and shift; a flag of the same name overrides it. The rate of each step is
-host/train/lr_schedule.cpp's (step, onecycle, cosine; warm-up in epochs rounded to steps), the
+host/model/lr_schedule.cpp's (step, onecycle, cosine; warm-up in epochs rounded to steps), the
 update is ours and torch.optim.SGD's (d = g + wd*p; v = m*v + d; Nesterov: d += m*v, else d = v;
 p -= lr*d), the loss softmax cross-entropy with label smoothing, mean over the batch. Every epoch
 is a fresh torch.randperm on the device; the last batch of an epoch is the remainder, as ours, so
@@ -72,7 +72,7 @@ def read_recipe(path):
 
 
 def scheduled_lr(step, steps_per_epoch, epochs, kind, lr, lr_decay, warmup):
-    """host/train/lr_schedule.cpp's scheduled_lr: the rate of 0-based global step `step`."""
+    """host/model/lr_schedule.cpp's scheduled_lr: the rate of 0-based global step `step`."""
     total = steps_per_epoch * epochs
     warm = int(math.floor(warmup * steps_per_epoch + 0.5))      # llround of a non-negative value
     ramp = (step + 1) / warm if step < warm else 1.0

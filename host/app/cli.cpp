@@ -8,6 +8,8 @@
 
 #include "conv/convbench.h"
 #include "common/error.h"
+#include "engine/engine_factory.h"
+#include "model/layers/layer_type.h"
 #include "train/worker_engine.h"
 
 namespace lenet5 {
@@ -206,10 +208,11 @@ const char* const kInferHelp[] = {
     "\n"
     "Runs a model on the variant's engine, as a network of layers as train does: an ONNX file (a chain\n"
     "of Conv, also grouped, Relu, Sigmoid, Tanh, MaxPool, AveragePool, GlobalAveragePool, Gemm,\n"
-    "MatMul, Flatten, Reshape, Dropout, Identity, a Softmax at the end; Add, Sub, Mul, Div by\n"
-    "constants and a constant Pad where they fold into the input or a layer; one float input whose\n"
-    "first dimension is the batch), or a checkpoint as `export` writes it. Prints one line: images,\n"
-    "batch, ms per image, the top-1 classes of the first 10 images.\n"
+    "MatMul, Flatten, Reshape, Identity, a Softmax at the end; Add, Sub, Mul, Div by constants and\n"
+    "a constant Pad where they fold into the input or a layer; the layer kinds' own operators: ",
+    // layer_onnx_ops() here (command_help)
+    ";\none float input whose first dimension is the batch), or a checkpoint as `export` writes it.\n"
+    "Prints one line: images, batch, ms per image, the top-1 classes of the first 10 images.\n"
     "\n"
     "model:\n"
     "  --onnx FILE      the model (external data is read from files beside it)\n"
@@ -333,10 +336,11 @@ const char* const kDevicesHelp[] = {
     "No options.\n",
 };
 
+// The parts from `first` on.
 template <size_t N>
-std::string joined(const char* const (&parts)[N]) {
+std::string joined(const char* const (&parts)[N], size_t first = 0) {
     std::string text;
-    for (const char* part : parts) text += part;
+    for (size_t i = first; i < N; ++i) text += parts[i];
     return text;
 }
 
@@ -376,7 +380,7 @@ std::string command_help(const std::string& command) {
     if (command == "train") return joined(kTrainHelp);
     if (command == "eval") return joined(kEvalHelp);
     if (command == "tune") return joined(kTuneHelp);
-    if (command == "infer") return joined(kInferHelp);
+    if (command == "infer") return kInferHelp[0] + layer_onnx_ops() + joined(kInferHelp, 1);
     if (command == "convbench") return conv::convbench_help();
     if (command == "check") return joined(kCheckHelp);
     if (command == "kernels") return joined(kKernelsHelp);
@@ -491,8 +495,8 @@ void parse_tune_option(const std::string& flag, ArgReader& r, TuneOptions& t) {
     if (flag == "--variant") {
         t.variants.clear();
         for_each_listed(flag, r.value(flag), [&](const std::string& v) {
-            if (v != "gpu" && v != "gpu-constant" && v != "gpu-local")
-                throw UsageError(flag + ": '" + v + "' is not an OpenCL variant (gpu, gpu-constant, gpu-local)");
+            if (!is_opencl_variant(v))
+                throw UsageError(flag + ": '" + v + "' is not an OpenCL variant (" + listed(opencl_variants()) + ")");
             t.variants.push_back(v);
         });
     } else if (flag == "--model") {
@@ -528,8 +532,9 @@ void parse_infer_option(const std::string& flag, ArgReader& r, InferOptions& o) 
     else if (flag == "--variant") {
         o.engine.variant = r.value(flag);
         const std::string& v = o.engine.variant;
-        if (v != "cpu" && v != "avx" && v != "omp" && v != "gpu" && v != "gpu-constant" && v != "gpu-local" && v != "auto")
-            throw UsageError(flag + ": '" + v + "' is not an infer variant (cpu, avx, omp, gpu, gpu-constant, gpu-local, auto)");
+        const auto& known = known_variants();
+        if (v != "auto" && std::find(known.begin(), known.end(), v) == known.end())
+            throw UsageError(flag + ": '" + v + "' is not an infer variant (" + listed(known) + ", auto)");
     } else if (flag == "--device") o.engine.device = parse_count(flag, r.value(flag), 0);
     else if (flag == "--threads") o.engine.threads = parse_count(flag, r.value(flag), 1);
     else if (flag == "--conv-algo") o.engine.conv_algo = conv::parse_algo(r.value(flag));
@@ -566,8 +571,8 @@ void parse_check_option(const std::string& flag, ArgReader& r, CheckOptions& o) 
 void parse_kernels_option(const std::string& flag, ArgReader& r, KernelsOptions& o) {
     if (flag == "--variant") {
         o.variant = r.value(flag);
-        if (o.variant != "gpu" && o.variant != "gpu-constant" && o.variant != "gpu-local")
-            throw UsageError(flag + ": '" + o.variant + "' is not an OpenCL variant (gpu, gpu-constant, gpu-local)");
+        if (!is_opencl_variant(o.variant))
+            throw UsageError(flag + ": '" + o.variant + "' is not an OpenCL variant (" + listed(opencl_variants()) + ")");
     } else if (flag == "--model") o.model = non_empty(flag, r);
     else if (flag == "--batch") o.batch = parse_count(flag, r.value(flag), 1);
     else if (flag == "--device") o.device = parse_count(flag, r.value(flag), 0);

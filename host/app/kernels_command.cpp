@@ -33,8 +33,11 @@ int dump_kernels(const std::string& dir, std::ostream& out) {
         if (::stat(path.c_str(), &st) == 0 && read_whole_file(path, kMaxKernelFileBytes) != f.text)
             throw Error(path + " exists and differs from the embedded copy (edits?); remove it or dump into another folder");
     }
-    for (const KernelFile& f : embedded_kernel_files())
-        write_file_atomic((std::filesystem::path(dir) / f.name).string(), f.text);
+    for (const KernelFile& f : embedded_kernel_files()) {
+        const std::filesystem::path path = std::filesystem::path(dir) / f.name;
+        std::filesystem::create_directories(path.parent_path());  // layers/
+        write_file_atomic(path.string(), f.text);
+    }
     out << "lenet5: wrote the " << embedded_kernel_files().size() << " embedded kernel files to " << dir
         << "; use them with --kernels " << dir << "\n";
     return 0;
@@ -95,7 +98,7 @@ int run_kernels(const KernelsOptions& o, std::ostream& out) {
         << kListedSteps << " steps after the first), kernel files " << (folder.empty() ? "embedded" : "from " + folder)
         << "\n";
     const std::vector<std::string> variants =
-        o.variant.empty() ? std::vector<std::string>{"gpu", "gpu-constant", "gpu-local"} : std::vector<std::string>{o.variant};
+        o.variant.empty() ? opencl_variants() : std::vector<std::string>{o.variant};
     for (const std::string& variant : variants) {
         EngineRequest request;
         request.variant = variant;

@@ -58,6 +58,8 @@ struct TrainingRule {
     // (1 - e) on the label plus e/classes on every class. The loss the counters sum stays the
     // cross-entropy against the label itself, so runs with and without it compare.
     float label_smoothing = 0.0f;
+    // The run's seed: the layers that draw random numbers (layers/layer_type.h's Draw) draw from it.
+    uint64_t seed = 1;
     // Adam or AdamW (update_rule.h) in place of SGD: update()'s momentum is then unused, its
     // weight decay L2 (Adam) or decoupled (AdamW).
     Optimizer optimizer = Optimizer::Sgd;

@@ -17,23 +17,65 @@
 
 namespace lenet5 {
 
-const std::vector<std::string>& known_variants() {
-    static const std::vector<std::string> names{"cpu", "avx", "omp", "gpu", "gpu-constant", "gpu-local"};
+namespace {
+
+struct Variant {
+    const char* name;
+    bool opencl, built;
+};
+
+#ifdef LENET5_HAVE_SIMD
+constexpr bool kSimd = true;
+#else
+constexpr bool kSimd = false;
+#endif
+#ifdef LENET5_HAVE_OPENMP
+constexpr bool kOpenMP = true;
+#else
+constexpr bool kOpenMP = false;
+#endif
+#ifdef LENET5_HAVE_OPENCL
+constexpr bool kOpenCL = true;
+#else
+constexpr bool kOpenCL = false;
+#endif
+
+// The one table of variants.
+constexpr Variant kVariants[] = {
+    {"cpu", false, true},           {"avx", false, kSimd},         {"omp", false, kSimd && kOpenMP},
+    {"gpu", true, kOpenCL},         {"gpu-constant", true, kOpenCL}, {"gpu-local", true, kOpenCL},
+};
+
+std::vector<std::string> names_of(bool (*keep)(const Variant&)) {
+    std::vector<std::string> names;
+    for (const Variant& v : kVariants)
+        if (keep(v)) names.push_back(v.name);
     return names;
 }
 
-std::vector<std::string> built_variants() {
-    std::vector<std::string> v{"cpu"};
-#ifdef LENET5_HAVE_SIMD
-    v.push_back("avx");
-#if defined(LENET5_HAVE_OPENMP)
-    v.push_back("omp");
-#endif
-#endif
-#ifdef LENET5_HAVE_OPENCL
-    for (const char* name : {"gpu", "gpu-constant", "gpu-local"}) v.push_back(name);
-#endif
-    return v;
+}  // namespace
+
+const std::vector<std::string>& known_variants() {
+    static const std::vector<std::string> names = names_of([](const Variant&) { return true; });
+    return names;
+}
+
+std::vector<std::string> built_variants() { return names_of([](const Variant& v) { return v.built; }); }
+
+const std::vector<std::string>& opencl_variants() {
+    static const std::vector<std::string> names = names_of([](const Variant& v) { return v.opencl; });
+    return names;
+}
+
+bool is_opencl_variant(const std::string& variant) {
+    const auto& v = opencl_variants();
+    return std::find(v.begin(), v.end(), variant) != v.end();
+}
+
+std::string listed(const std::vector<std::string>& names) {
+    std::string s;
+    for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+    return s;
 }
 
 namespace {
@@ -41,12 +83,6 @@ namespace {
 bool built(const std::string& variant) {
     const auto v = built_variants();
     return std::find(v.begin(), v.end(), variant) != v.end();
-}
-
-std::string joined(const std::vector<std::string>& names) {
-    std::string s;
-    for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
-    return s;
 }
 
 // auto: gpu-local on the first GPU of any platform, else omp, else cpu.
@@ -74,15 +110,18 @@ int default_threads() {
 
 std::string resolve_variant(const std::string& variant) { return variant == "auto" ? resolve_auto() : variant; }
 
-bool is_host_variant(const std::string& variant) { return variant == "cpu" || variant == "avx" || variant == "omp"; }
+bool is_host_variant(const std::string& variant) {
+    const auto& v = known_variants();
+    return std::find(v.begin(), v.end(), variant) != v.end() && !is_opencl_variant(variant);
+}
 
 std::unique_ptr<Engine> make_engine(const Network& net, const EngineRequest& request) {
     const auto& known = known_variants();
     if (request.variant != "auto" && std::find(known.begin(), known.end(), request.variant) == known.end())
-        throw UsageError("unknown variant '" + request.variant + "' (choose from auto, " + joined(known) + ")");
+        throw UsageError("unknown variant '" + request.variant + "' (choose from auto, " + listed(known) + ")");
     const std::string variant = resolve_variant(request.variant);
     if (!built(variant))
-        throw Error("variant '" + variant + "' is not built into this binary (built: " + joined(built_variants()) + ")");
+        throw Error("variant '" + variant + "' is not built into this binary (built: " + listed(built_variants()) + ")");
     if (request.rule.label_smoothing != 0.0f && net.loss != Loss::SoftmaxCrossEntropy)
         throw Error("label smoothing needs a softmax cross-entropy loss; model " + net.name + " uses " + loss_name(net.loss));
     if (variant == "cpu") return std::make_unique<HostEngine>(net, "cpu", cpu_ops(), 1, request.inference, request.rule);

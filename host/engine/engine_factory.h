@@ -21,10 +21,15 @@ struct EngineRequest {
     TrainingRule rule;       // Nesterov momentum, label smoothing (train --nesterov, --label-smoothing)
 };
 
-// Every variant name the program knows, built or not.
+// Every variant name the program knows, built or not, in one table (the commands' checks, `--version`).
 const std::vector<std::string>& known_variants();
 // The variants compiled into this build.
 std::vector<std::string> built_variants();
+// The variants that run on an OpenCL device, in opencl_engine_base.h's MemoryVariant order.
+const std::vector<std::string>& opencl_variants();
+bool is_opencl_variant(const std::string& variant);
+// "a, b, c", for messages.
+std::string listed(const std::vector<std::string>& names);
 
 // `variant` with `auto` resolved (gpu-local on the first GPU of any platform, else omp, else cpu).
 std::string resolve_variant(const std::string& variant);

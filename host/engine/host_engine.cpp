@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "engine/preprocess.h"
+#include "model/layers/layer_type.h"
 #ifdef LENET5_HAVE_OPENMP
 #include <omp.h>
 #endif
@@ -41,11 +42,19 @@ HostEngine::HostEngine(Network net, std::string variant, const HostOps& ops, int
     int largest = net_.input.size();
     for (const auto& l : net_.layers) largest = std::max(largest, l.out.size());
     acts_.resize(net_.layers.size() + 1);
+    for (const auto& l : net_.layers) draws_.push_back(layer_type(l.kind).draws);
+    // The tail: the layers the ops batch, and among them those without parameters that draw, run
+    // sample by sample (so that such a layer between fully connected layers leaves them batched).
+    auto in_tail = [&](size_t k) {
+        const LayerSpec& l = net_.layers[k];
+        return ops_.batched(l) || (draws_[k] && l.weight_count + l.bias_count == 0);
+    };
     tail_ = net_.layers.size();
-    while (tail_ > 0 && ops_.batched && ops_.batched(net_.layers[tail_ - 1])) --tail_;
+    while (tail_ > 0 && ops_.batched && in_tail(tail_ - 1)) --tail_;
+    // The lanes take no layer that draws (its draws are per sample): such a layer runs the reference.
     if (tail_ > 0 && ops_.lanes > 0 && ops_.lanes <= kMaxLanes &&
         std::all_of(net_.layers.begin(), net_.layers.begin() + static_cast<std::ptrdiff_t>(tail_),
-                    [&](const LayerSpec& l) { return ops_.lanes_supported(l); })) {
+                    [&](const LayerSpec& l) { return !layer_type(l.kind).draws && ops_.lanes_supported(l); })) {
         groups_.lanes = ops_.lanes;
         groups_.vector_to_lanes = ops_.to_lanes;
         groups_.vector_from_lanes = ops_.from_lanes;
@@ -125,6 +134,7 @@ void HostEngine::set_params(const std::vector<float>& params) {
     check_param_count(net_, params, "parameter buffer");
     params_ = params;
     inference_stale_ = true;
+    draw_step_ = 0;
     std::fill(velocity_.begin(), velocity_.end(), 0.0f);
     velocity_outer_ = false;
     std::fill(adam_.second.begin(), adam_.second.end(), 0.0f);
@@ -246,8 +256,10 @@ void HostEngine::forward_unit(const Dataset& data, const int32_t* order, int fir
                        acts_[0].data() + static_cast<size_t>(s) * in_size);
         for (size_t k = 0; k < tail_; ++k) {
             const LayerSpec& l = net_.layers[k];
-            ops_.forward(l, params_.data(), acts_[k].data() + static_cast<size_t>(s) * l.in.size(),
-                         acts_[k + 1].data() + static_cast<size_t>(s) * l.out.size());
+            const float* in = acts_[k].data() + static_cast<size_t>(s) * l.in.size();
+            float* out = acts_[k + 1].data() + static_cast<size_t>(s) * l.out.size();
+            if (draws_[k]) reference_forward(l, params_.data(), in, out, draw(k, s));
+            else ops_.forward(l, params_.data(), in, out);
         }
     }
 }
@@ -263,6 +275,8 @@ void HostEngine::forward(Split split, int first, int count) {
     reserve(count);
     count_ = count;
     last_was_train_ = split == Split::Train;
+    draw_first_ = first;
+    if (last_was_train_) ++draw_step_;
     const float scale = 1.0f / static_cast<float>(count);
     const size_t L = net_.layers.size();
     const int T = parts(count);
@@ -284,7 +298,11 @@ void HostEngine::forward(Split split, int first, int count) {
             if (!split_rows(k)) {  // the part's samples (computed by this thread)
                 for (int part = id; part < T; part += nth) {
                     const int b = part_first(count, part, T), e = part_first(count, part + 1, T);
-                    if (e > b)
+                    if (draws_[k])
+                        for (int x = b; x < e; ++x)
+                            reference_forward(l, params_.data(), acts_[k].data() + static_cast<size_t>(x) * I,
+                                              acts_[k + 1].data() + static_cast<size_t>(x) * O, draw(k, x));
+                    else if (e > b)
                         ops_.forward_batch(l, params_.data(), acts_[k].data() + static_cast<size_t>(b) * I,
                                            acts_[k + 1].data() + static_cast<size_t>(b) * O, e - b);
                 }
@@ -353,8 +371,10 @@ void HostEngine::backward_unit(int thread, const Unit& u, const float* d, size_t
         std::copy_n(d + static_cast<size_t>(s) * dsize, dsize, a);
         for (size_t k = tail_; k-- > 0;) {
             const LayerSpec& l = net_.layers[k];
-            ops_.backward(l, params_.data(), acts_[k].data() + static_cast<size_t>(s) * l.in.size(),
-                          acts_[k + 1].data() + static_cast<size_t>(s) * l.out.size(), a, k ? b : nullptr, g);
+            const float* in = acts_[k].data() + static_cast<size_t>(s) * l.in.size();
+            const float* out = acts_[k + 1].data() + static_cast<size_t>(s) * l.out.size();
+            if (draws_[k]) reference_backward(l, params_.data(), in, out, a, k ? b : nullptr, g, draw(k, s));
+            else ops_.backward(l, params_.data(), in, out, a, k ? b : nullptr, g);
             std::swap(a, b);
         }
     }
@@ -421,6 +441,14 @@ void HostEngine::backward() {
                     if (e == b) continue;
                     float* pd = part_d_[static_cast<size_t>(part)].data();
                     std::copy(d + static_cast<size_t>(b) * O, d + static_cast<size_t>(e) * O, pd);
+                    if (draws_[k]) {  // no parameters: nothing to write but din
+                        for (int x = b; x < e; ++x)
+                            reference_backward(l, params_.data(), acts_[k].data() + static_cast<size_t>(x) * I,
+                                               acts_[k + 1].data() + static_cast<size_t>(x) * O,
+                                               pd + static_cast<size_t>(x - b) * O,
+                                               din ? din + static_cast<size_t>(x) * I : nullptr, nullptr, draw(k, x));
+                        continue;
+                    }
                     const bool vectors = outer && outer_layer_[k];
                     (set_tail && !vectors ? ops_.backward_batch_set : ops_.backward_batch)(
                         l, params_.data(), acts_[k].data() + static_cast<size_t>(b) * I,

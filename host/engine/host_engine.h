@@ -15,6 +15,7 @@
 #include "engine/host_inference.h"
 #include "engine/lane_groups.h"
 #include "host_ops.h"
+#include "model/layers/layer_type.h"
 
 namespace lenet5 {
 
@@ -189,6 +190,15 @@ private:
     std::vector<uint8_t> hits_;
     int capacity_ = 0, count_ = 0;
     bool last_was_train_ = false;
+
+    // Layers that draw random numbers run the reference with each sample's draw: the step
+    // is the training forwards since set_params, the sample its place in the epoch's order.
+    std::vector<char> draws_;  // per layer
+    uint32_t draw_step_ = 0;
+    int draw_first_ = 0;
+    Draw draw(size_t layer, int s) const {
+        return {layer_draw_seed(rule_.seed, layer), draw_step_, static_cast<uint32_t>(draw_first_ + s), last_was_train_};
+    }
 
     BackwardListener listener_;  // ExchangePort::listen's
 

@@ -149,14 +149,9 @@ HostInference::HostInference(const Network& net, const HostOps& ops, bool fast, 
 size_t HostInference::plan(size_t k) {
     const LayerSpec& l = net_.layers[k];
     const size_t C = static_cast<size_t>(l.in.c), OC = static_cast<size_t>(l.out.c);
-    switch (l.kind) {
-        case LayerKind::FullyConnected: path_[k] = Path::Dense; return 0;
-        case LayerKind::MaxPool:
-        case LayerKind::AvgPool: path_[k] = Path::Pool; return 0;
-        case LayerKind::Subsample: return 0;
-        case LayerKind::Conv: break;
-    }
-    if (!full_table(l)) return 0;
+    if (l.kind == LayerKind::FullyConnected) path_[k] = Path::Dense;
+    if (l.kind == LayerKind::MaxPool || l.kind == LayerKind::AvgPool) path_[k] = Path::Pool;
+    if (l.kind != LayerKind::Conv || !full_table(l)) return 0;  // the others one sample at a time (ops_)
     if (l.stride != 1) {
         path_[k] = Path::Im2col;
         const size_t depth = C * static_cast<size_t>(l.kernel) * static_cast<size_t>(l.kernel);

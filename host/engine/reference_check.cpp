@@ -5,7 +5,6 @@
 #include <limits>
 
 #include "common/rng.h"
-#include "train/trainer.h"
 
 namespace lenet5 {
 

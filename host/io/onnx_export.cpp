@@ -8,6 +8,7 @@
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "common/error.h"
+#include "model/layers/layer_type.h"
 #include "model/model_file.h"
 
 namespace lenet5 {
@@ -128,6 +129,8 @@ std::string preprocess(GraphWriter& g, const Network& net, int rows, int cols) {
     return "padded";
 }
 
+std::string activation_node(GraphWriter& g, const LayerSpec& l, const std::string& y);
+
 // One layer's nodes from `input`; returns the name of its output (after the activation).
 // `flat`: the tensor is [N, features] (after a Gemm) rather than [N, C, H, W].
 std::string layer_nodes(GraphWriter& g, const LayerSpec& l, const std::vector<float>& params, const std::string& input,
@@ -136,6 +139,14 @@ std::string layer_nodes(GraphWriter& g, const LayerSpec& l, const std::vector<fl
     const int64_t k = l.kernel, s = l.stride;
     const std::string y = n + "_out";
     std::string x = input;
+    const LayerType& kind = layer_type(l.kind);
+    if (kind.onnx_op) {  // a kind's own operator, its settings as scalar inputs after the data
+        std::vector<std::string> inputs{x};
+        for (size_t i = 0; i < kind.settings.size(); ++i)
+            inputs.push_back(g.floats(n + "_" + kind.settings[i].key, {}, {l.attr.at(i)}));
+        g.node(kind.onnx_op, inputs, y);
+        return activation_node(g, l, y);
+    }
     if (flat && l.kind != LayerKind::FullyConnected) {  // maps again, for a layer that slides a window
         x = n + "_maps";
         g.node("Reshape", {input, g.int64s(n + "_shape", {0, l.in.c, l.in.h, l.in.w})}, x);
@@ -183,7 +194,14 @@ std::string layer_nodes(GraphWriter& g, const LayerSpec& l, const std::vector<fl
             GraphWriter::integer(m, "transB", 1);
             break;
         }
+        default: break;  // the kinds with their own operator, above
     }
+    return activation_node(g, l, y);
+}
+
+// Layer l's activation after its output y, if it has one; the name of what it made.
+std::string activation_node(GraphWriter& g, const LayerSpec& l, const std::string& y) {
+    const std::string& n = l.name;
     switch (l.activation) {
         case Activation::None: return y;
         case Activation::Tanh: return g.node("Tanh", {y}, n + "_tanh").output(0);

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "model/layers/layer_kind.h"
+
 namespace lenet5 {
 
 enum class OnnxAct { None, Relu, Sigmoid, Tanh };
@@ -23,6 +25,7 @@ enum class OnnxOpKind {
     Act,      // out = act(in)
     Softmax,  // over a per-sample vector
     Reshape,  // the same floats under another shape (Flatten, Reshape): no work, the buffer is shared
+    Layer,    // a registered layer kind's own operator (layers/layer_type.h's onnx_op): `layer`, `settings`
 };
 
 struct OnnxOp {
@@ -38,6 +41,8 @@ struct OnnxOp {
     std::vector<float> bias;    // Conv, Dense: one per output map / unit (zeros when absent)
     std::vector<float> factor, addend;  // Affine: broadcast to the per-sample shape
     float pad_value = 0.0f;             // Pad
+    LayerKind layer{};                  // Layer: the kind, and its settings from the node's inputs after the data
+    std::vector<float> settings;
 };
 
 struct OnnxValue {

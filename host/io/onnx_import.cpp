@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "model/layers/layer_type.h"
 #include "io/onnx_reader.h"
 
 namespace lenet5 {
@@ -107,6 +108,7 @@ private:
                     layers_.push_back({&op, Activation::None});
                     break;
                 case OnnxOpKind::Dense: layers_.push_back({&op, activation_of(op.act)}); break;
+                case OnnxOpKind::Layer: layers_.push_back({&op, Activation::None}); break;
                 case OnnxOpKind::Act:
                     if (first || layers_.back().act != Activation::None)
                         fail(op, "follows no layer it can be the activation of");
@@ -172,6 +174,8 @@ private:
                     b.conv(n, static_cast<int>(dims(op.out)[0]), op.kh, layers_[k].act, group_table(op), op.sh, op.pt);
                 else if (op.kind == OnnxOpKind::Dense)
                     b.fully_connected(n, static_cast<int>(dims(op.out)[0]), layers_[k].act);
+                else if (op.kind == OnnxOpKind::Layer)
+                    add_by_settings(b, layer_type(op.layer), n, layers_[k].act, op.settings);
                 else
                     b.pool(n, op.kind == OnnxOpKind::MaxPool ? LayerKind::MaxPool : LayerKind::AvgPool, op.kh, op.sh,
                            layers_[k].act);
@@ -222,13 +226,16 @@ private:
             const LayerSpec& l = net.layers[k];
             const OnnxOp& op = *layers_[k].op;
             const auto& out = dims(op.out);
-            const bool window = l.kind != LayerKind::FullyConnected;
-            const bool same_kind = l.kind == LayerKind::MaxPool    ? op.kind == OnnxOpKind::MaxPool
-                                   : l.kind == LayerKind::AvgPool  ? op.kind == OnnxOpKind::AvgPool
+            const bool own = op.kind == OnnxOpKind::Layer;  // a kind's own operator: it keeps the shape it reads
+            const bool window = l.kind != LayerKind::FullyConnected && !own;
+            const bool same_kind = own                                   ? op.layer == l.kind && op.settings == l.attr
+                                   : l.kind == LayerKind::MaxPool        ? op.kind == OnnxOpKind::MaxPool
+                                   : l.kind == LayerKind::AvgPool        ? op.kind == OnnxOpKind::AvgPool
                                    : l.kind == LayerKind::FullyConnected ? op.kind == OnnxOpKind::Dense
-                                                                   : op.kind == OnnxOpKind::Conv;
-            const bool same_shape = window ? out.size() == 3 && out[0] == l.out.c && out[1] == l.out.h && out[2] == l.out.w
-                                           : out.size() == 1 && out[0] == l.out.c;
+                                                                         : op.kind == OnnxOpKind::Conv;
+            const bool same_shape = own      ? g_.values[static_cast<size_t>(op.out)].size() == l.out.size()
+                                    : window ? out.size() == 3 && out[0] == l.out.c && out[1] == l.out.h && out[2] == l.out.w
+                                             : out.size() == 1 && out[0] == l.out.c;
             if (!same_kind || !same_shape || layers_[k].act != l.activation || (window && op.kh != l.kernel))
                 fail(op, "does not match layer " + l.name + " of the network");
             std::copy(op.bias.begin(), op.bias.end(), p.begin() + static_cast<std::ptrdiff_t>(l.bias_offset));

@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "io/read_whole_file.h"
+#include "model/layers/layer_type.h"
 
 namespace lenet5 {
 
@@ -511,6 +512,35 @@ private:
         output(n, std::move(op), out);
     }
 
+    // A layer kind's own operator: its settings are the node's scalar constant inputs after the data,
+    // in the kind's order (absent: the kind's defaults); inputs past them (a training mode)
+    // are left to the engines, which run a layer in training or in inference as asked.
+    void layer(const onnx::NodeProto& n, const LayerType& kind) {
+        if (n.output_size() < 1) fail(n, "has no output");
+        for (int o = 1; o < n.output_size(); ++o)
+            if (!n.output(o).empty()) fail(n, "output " + std::to_string(o) + " is not supported (only the first)");
+        OnnxOp op;
+        op.kind = OnnxOpKind::Layer;
+        op.layer = kind.kind;
+        op.in = activation(n, 0);
+        for (size_t i = 0; i < kind.settings.size(); ++i) {
+            const LayerSetting& setting = kind.settings[i];
+            const int k = static_cast<int>(i) + 1;
+            float v = setting.fallback;
+            if (k < n.input_size() && !n.input(k).empty()) {
+                const Constant& c = constant(n, k, setting.key);
+                if (c.f.size() != 1) fail(n, std::string(setting.key) + " '" + n.input(k) + "' is not one number");
+                v = c.f[0];
+                if (!(v >= setting.lo && v <= setting.hi))
+                    fail(n, std::string(setting.key) + " " + std::to_string(v) + " is out of range (" +
+                                std::to_string(setting.lo) + " to " + std::to_string(setting.hi) + ")");
+            }
+            op.settings.push_back(v);
+        }
+        std::vector<int64_t> d = dims(op.in);
+        output(n, std::move(op), std::move(d));
+    }
+
     void node(const onnx::NodeProto& n, int k) {
         node_name_ = n.name().empty() ? "#" + std::to_string(k) : n.name();
         if (!n.domain().empty() && n.domain() != "ai.onnx") fail(n, "operator domain '" + n.domain() + "' is not supported");
@@ -520,12 +550,12 @@ private:
             if (!v || v->type() != onnx::AttributeProto::TENSOR) fail(n, "only a 'value' tensor attribute is supported");
             if (n.output_size() != 1) fail(n, "needs one output");
             constants_[n.output(0)] = tensor(v->t(), "node '" + node_name_ + "' (Constant)");
-        } else if (t == "Identity" || t == "Dropout") {
+        } else if (t == "Identity") {
             if (n.output_size() < 1) fail(n, "has no output");
-            for (int o = 1; o < n.output_size(); ++o)
-                if (!n.output(o).empty()) fail(n, "its mask output is not supported");
             if (is_constant(n, 0)) constants_[n.output(0)] = constants_.at(n.input(0));
             else values_[n.output(0)] = activation(n, 0);
+        } else if (const LayerType* kind = layer_type_for_onnx(t)) {
+            layer(n, *kind);
         } else if (t == "Relu" || t == "Sigmoid" || t == "Tanh") {
             OnnxOp op;
             op.kind = OnnxOpKind::Act;

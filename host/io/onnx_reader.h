@@ -1,7 +1,7 @@
 // Reads an ONNX model (the ONNX project's generated protobuf classes, libonnx-dev) into an
 // OnnxGraph: the operators of `lenet5 infer` (Conv, grouped too, Relu, Sigmoid, Tanh, MaxPool,
 // AveragePool, GlobalAveragePool, Gemm, MatMul, Add, Sub, Mul, Div by constants, Pad, Flatten,
-// Reshape, Softmax, Dropout, Identity, Constant)
+// Reshape, Softmax, Identity, Constant, and the layer kinds' own operators, layers/layer_type.h)
 // over one float input whose first dimension is the batch, initializers inline or as external
 // data in files beside the model. Shapes are inferred node by node; an unsupported operator,
 // a malformed file, shapes that do not chain or absurd dimensions are an Error of one line that

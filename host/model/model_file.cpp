@@ -14,17 +14,15 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "model/layers/layer_type.h"
 
 namespace lenet5 {
 namespace {
 
 // Sizes past these are refused before anything is allocated: far beyond the seeds' networks,
 // well below what would exhaust memory.
-constexpr long kMaxDim = 4096;             // one side of a map, a kernel, a stride
-constexpr long kMaxMaps = 65536;           // maps or units of one layer
 constexpr size_t kMaxActivations = 1u << 26;  // one layer's outputs per sample
 constexpr size_t kMaxParams = 1u << 30;
-constexpr size_t kMaxConnections = 1u << 22;
 constexpr size_t kMaxFileBytes = 1u << 20;
 
 struct Line {
@@ -142,6 +140,35 @@ struct Settings {
     }
 };
 
+// A layer line as its kind's home reads it (layers/layer_type.h's LayerLine); a table's rows are
+// the lines after it.
+struct LineOfLayer final : LayerLine {
+    Settings settings;
+    const std::vector<Line>& lines;
+    size_t& n;
+    const std::string& source;
+
+    LineOfLayer(Settings s, const std::vector<Line>& all, size_t& at, const std::string& src)
+        : settings(std::move(s)), lines(all), n(at), source(src) {}
+    long integer(const std::string& key, long lo, long hi, std::optional<long> fallback) override {
+        if (!fallback) return settings.required(key, lo, hi);
+        return settings.optional(key, lo, hi, *fallback);
+    }
+    float number(const std::string& key, float lo, float hi, float fallback) override {
+        const auto v = settings.take(key);
+        return v ? settings.p.number(key, *v, lo, hi) : fallback;
+    }
+    Activation activation(Activation fallback) override { return settings.activation(fallback); }
+    bool flag(const std::string& key) override { return settings.flag(key); }
+    std::string next_row(const std::string& missing) override {
+        if (n + 1 >= lines.size()) fail(missing);
+        const Line& row = lines[++n];
+        return row.words.size() == 1 ? row.words[0] : "";
+    }
+    [[noreturn]] void fail(const std::string& what) const override { settings.p.fail(what); }
+    [[noreturn]] void fail_row(const std::string& what) const override { Parser(source, lines[n]).fail(what); }
+};
+
 Shape parse_shape(const Parser& p, const std::string& text) {
     Shape s;
     int* dims[3] = {&s.c, &s.h, &s.w};
@@ -150,7 +177,7 @@ Shape parse_shape(const Parser& p, const std::string& text) {
         const size_t x = text.find('x', start);
         if ((d < 2) == (x == std::string::npos)) p.fail("input: '" + text + "' is not CxHxW (e.g. 1x28x28)");
         const std::string part = text.substr(start, d < 2 ? x - start : std::string::npos);
-        *dims[d] = static_cast<int>(p.integer("input", part, 1, d ? kMaxDim : kMaxMaps));
+        *dims[d] = static_cast<int>(p.integer("input", part, 1, d ? kMaxLayerDim : kMaxLayerMaps));
         start = x + 1;
     }
     if (s.c != 1) p.fail("input: " + text + " has " + std::to_string(s.c) + " channels; the images have 1");
@@ -237,61 +264,13 @@ Model parse_lines(const std::vector<Line>& lines, const std::string& source) {
                     p.fail("warmup is not shorter than the run (epochs=" + std::to_string(*r.epochs) + ")");
                 continue;
             }
-            if (word != "conv" && word != "subsample" && word != "maxpool" && word != "avgpool" && word != "fc")
-                p.fail("unknown line '" + word + "' (model, input, conv, subsample, maxpool, avgpool, fc, loss, train)");
+            const LayerType* type = layer_type_named(word);
+            if (!type) p.fail("unknown line '" + word + "' (model, input, " + layer_words() + ", loss, train)");
             if (!builder) p.fail("the input line must come before the layers");
             if (line.words.size() < 2 || line.words[1].find('=') != std::string::npos) p.fail(word + " needs a layer name first");
-            const std::string& layer = line.words[1];
-            Settings s{p, p.settings(2)};
-            if (word == "conv") {
-                const int maps = static_cast<int>(s.required("maps", 1, kMaxMaps));
-                const int kernel = static_cast<int>(s.required("kernel", 1, kMaxDim));
-                const int stride = static_cast<int>(s.optional("stride", 1, kMaxDim, 1));
-                const int pad = static_cast<int>(s.optional("pad", 0, kMaxDim, 0));
-                const Activation act = s.activation(Activation::None);
-                const bool table = s.flag("table");
-                s.finish();
-                const int in_maps = builder->output().c;
-                if (static_cast<size_t>(in_maps) * static_cast<size_t>(maps) > kMaxConnections)
-                    p.fail("layer " + layer + " has too many connections");
-                std::vector<std::vector<int>> connections;
-                if (table) {
-                    // Rows are input maps, columns output maps; stored as [output][input].
-                    connections.assign(static_cast<size_t>(maps), std::vector<int>(static_cast<size_t>(in_maps), 0));
-                    for (int i = 0; i < in_maps; ++i) {
-                        if (++n >= lines.size()) p.fail("the table of " + layer + " needs " + std::to_string(in_maps) + " rows");
-                        const Parser row(source, lines[n]);
-                        const std::string text = lines[n].words.size() == 1 ? lines[n].words[0] : "";
-                        if (text.size() != static_cast<size_t>(maps) || text.find_first_not_of("X.") != std::string::npos)
-                            row.fail("a table row of " + layer + " needs " + std::to_string(maps) + " of X or . (one per output map)");
-                        for (int o = 0; o < maps; ++o) connections[static_cast<size_t>(o)][static_cast<size_t>(i)] = text[static_cast<size_t>(o)] == 'X';
-                    }
-                    for (int o = 0; o < maps; ++o) {
-                        int reads = 0;
-                        for (int v : connections[static_cast<size_t>(o)]) reads += v;
-                        if (!reads) p.fail("the table of " + layer + " leaves output map " + std::to_string(o) + " without inputs");
-                    }
-                }
-                builder->conv(layer, maps, kernel, act, connections, stride, pad);
-            } else if (word == "subsample") {
-                const int window = static_cast<int>(s.required("window", 1, kMaxDim));
-                const Activation act = s.activation(Activation::None);
-                s.finish();
-                builder->subsample(layer, window, act);
-            } else if (word == "maxpool" || word == "avgpool") {
-                const int window = static_cast<int>(s.required("window", 1, kMaxDim));
-                const int stride = static_cast<int>(s.optional("stride", 1, kMaxDim, window));
-                const Activation act = s.activation(Activation::None);
-                s.finish();
-                builder->pool(layer, word == "maxpool" ? LayerKind::MaxPool : LayerKind::AvgPool, window, stride, act);
-            } else {
-                const int units = static_cast<int>(s.required("units", 1, kMaxMaps));
-                const Activation act = s.activation(Activation::None);
-                s.finish();
-                if (static_cast<size_t>(builder->output().size()) * static_cast<size_t>(units) > kMaxParams)
-                    p.fail("layer " + layer + " has too many weights");
-                builder->fully_connected(layer, units, act);
-            }
+            LineOfLayer layer{Settings{p, p.settings(2)}, lines, n, source};
+            type->read(*type, layer, *builder, line.words[1]);
+            layer.settings.finish();
             check_sizes(p, builder->so_far());
         } catch (const Error& e) {
             const std::string what = e.what();
@@ -322,31 +301,10 @@ std::string model_file_text(const Network& net) {
     if (!net.scaling.is_default()) t << " scale=" << net.scaling.scale << " shift=" << net.scaling.shift;
     t << '\n';
     for (const LayerSpec& l : net.layers) {
-        switch (l.kind) {
-            case LayerKind::Conv:
-                t << "conv " << l.name << " maps=" << l.out.c << " kernel=" << l.kernel << " stride=" << l.stride
-                  << " pad=" << l.pad;
-                break;
-            case LayerKind::Subsample: t << "subsample " << l.name << " window=" << l.kernel; break;
-            case LayerKind::MaxPool:
-            case LayerKind::AvgPool:
-                t << (l.kind == LayerKind::MaxPool ? "maxpool " : "avgpool ") << l.name << " window=" << l.kernel
-                  << " stride=" << l.stride;
-                break;
-            case LayerKind::FullyConnected: t << "fc " << l.name << " units=" << l.out.c; break;
-        }
-        t << " act=" << activation_name(l.activation);
-        if (l.kind == LayerKind::Conv && l.connections() != l.in.c * l.out.c) {
-            t << " table\n";
-            for (int i = 0; i < l.in.c; ++i) {
-                std::string row(static_cast<size_t>(l.out.c), '.');
-                for (size_t j = 0; j < l.conn_in.size(); ++j)
-                    if (l.conn_in[j] == i) row[static_cast<size_t>(l.conn_out[j])] = 'X';
-                t << row << '\n';
-            }
-        } else {
-            t << '\n';
-        }
+        const LayerType& type = layer_type(l.kind);
+        t << type.word << ' ' << l.name << " act=" << activation_name(l.activation);
+        type.write(type, l, t);  // last: a conv's table rows follow its line
+        t << '\n';
     }
     t << "loss " << (net.loss == Loss::SquaredError ? "squared" : "softmax") << '\n';
     return t.str();

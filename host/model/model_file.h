@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "model/network.h"
-#include "train/lr_schedule.h"
+#include "model/lr_schedule.h"
 #include "update_rule.h"
 
 namespace lenet5 {

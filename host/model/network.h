@@ -6,15 +6,9 @@
 #include <string>
 #include <vector>
 
-namespace lenet5 {
+#include "model/layers/layer_kind.h"
 
-enum class LayerKind {
-    Conv,            // KxK convolution with a stride and zero padding, over the input maps its connection list names
-    Subsample,       // KxK non-overlapping sum, times one trainable coefficient per map, plus a bias
-    FullyConnected,  // out = W in + b, W is [out][in]
-    MaxPool,         // KxK window with a stride: the largest input (no parameters)
-    AvgPool,         // KxK window with a stride: the mean of the inputs (no parameters)
-};
+namespace lenet5 {
 
 enum class Activation { Tanh, None, Sigmoid, ReLU };
 
@@ -51,9 +45,10 @@ struct LayerSpec {
     size_t weight_offset = 0, weight_count = 0;
     size_t bias_offset = 0, bias_count = 0;
 
+    // A kind's own settings (layers/layer_type.h's LayerType::settings), in its order.
+    std::vector<float> attr;
+
     int connections() const { return static_cast<int>(conn_in.size()); }
-    // Inputs feeding one output unit (for initialisation).
-    int fan_in(int out_map) const;
 };
 
 // How an image's bytes become the network's input: byte / 255 * scale + shift. The border around
@@ -94,6 +89,9 @@ public:
     NetworkBuilder& pool(const std::string& name, LayerKind kind, int window, int stride = 0,
                          Activation act = Activation::None);
     NetworkBuilder& fully_connected(const std::string& name, int units, Activation act);
+    // Any kind: `layer` with its shapes and parameter counts set, its input the output so far; its
+    // parameters are placed after the others'. (The methods above are the homes' own, host/model/layers/.)
+    NetworkBuilder& add(LayerSpec layer);
     NetworkBuilder& scaling(InputScaling scaling) {
         net_.scaling = scaling;
         return *this;
@@ -110,7 +108,6 @@ public:
 
 private:
     Shape current() const { return net_.layers.empty() ? net_.input : net_.layers.back().out; }
-    void place(LayerSpec& layer);
     Network net_;
 };
 

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "opencl/generic_layers.h"
 
 namespace lenet5 {
 namespace {
@@ -112,6 +113,9 @@ BatchInference::Plan BatchInference::plan(int count) {
                                         l.name + " infer_dense"});
                 break;
             }
+            default:  // a kind with kernels of its own (cl_kernels/layers/), in inference
+                launches.push_back(generic_forward(program_, net_, k, X, Y, count, wg_, 0));
+                break;
         }
     }
     return plan;

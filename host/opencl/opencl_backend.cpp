@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "engine/engine_factory.h"
 #include "opencl/opencl_backend.h"
 #include "opencl/opencl_batch_engine.h"
 #include "opencl/opencl_engine.h"
@@ -32,10 +33,10 @@ bool per_sample_fits(const Network& net, MemoryVariant memory, const DeviceRunti
 }
 
 MemoryVariant memory_variant(const std::string& variant) {
-    if (variant == "gpu") return MemoryVariant::Global;
-    if (variant == "gpu-constant") return MemoryVariant::Constant;
-    if (variant == "gpu-local") return MemoryVariant::Local;
-    throw Error("'" + variant + "' is not an OpenCL variant");
+    const auto& names = opencl_variants();
+    const auto it = std::find(names.begin(), names.end(), variant);
+    if (it == names.end()) throw Error("'" + variant + "' is not an OpenCL variant");
+    return static_cast<MemoryVariant>(it - names.begin());
 }
 
 }  // namespace

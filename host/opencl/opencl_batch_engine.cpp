@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "conv/conv_tuning.h"
+#include "opencl/generic_layers.h"
 #include "opencl/opencl_kernels.h"
 
 namespace lenet5 {
@@ -212,9 +213,9 @@ void OpenCLBatchEngine::build_program() {
                " -DGEMM_TK=" + std::to_string(t.tk) + " -DGEMM_RM=" + std::to_string(t.rm) +
                " -DGEMM_RN=" + std::to_string(t.rn);
     };
-    const std::string source =
-        opencl_kernel_file("data.cl") + opencl_kernel_file("update_rule.h") + opencl_kernel_file("update.cl") +
-        opencl_kernel_file("batch_layers.cl") + opencl_kernel_file("infer.cl");
+    const std::string source = opencl_kernel_file("data.cl") + opencl_kernel_file("update_rule.h") +
+                               opencl_kernel_file("update.cl") + opencl_kernel_file("batch_layers.cl") +
+                               opencl_kernel_file("infer.cl") + generic_layer_sources(net_);
     tensor_cores_ = false;
     if (!inference_only_ && memory_ == MemoryVariant::Local && has_tf32_tensor_cores(dev)) {
         try {  // gemm_tc.cl's inline PTX; a driver that refuses it leaves the fast GEMM
@@ -460,6 +461,14 @@ void OpenCLBatchEngine::plan_layer(size_t k, int count) {
             }
             break;
         }
+        default:  // a kind with kernels of its own (cl_kernels/layers/)
+            forward_.push_back(generic_forward(program_, net_, k, X, Y, count, wg, rule_.seed));
+            draw_forward_.push_back(forward_.back().kernel);
+            if (!first) {
+                back.push_back(generic_backward(program_, net_, k, X, D, Dp, count, wg, rule_.seed));
+                draw_backward_.push_back(back.back().kernel);
+            }
+            break;
     }
     if (static_cast<int>(k) == fused_) below_count_ = backward_.size();
     backward_.insert(backward_.begin(), back.begin(), back.end());
@@ -555,6 +564,8 @@ void OpenCLBatchEngine::plan(int count) {
     head_ = memory_ == MemoryVariant::Local && count <= kFusedBatch && last.kind == LayerKind::FullyConnected &&
             last.out.size() <= kHeadOutputs && fused_ != static_cast<int>(L - 1);
     input_readers_.clear();
+    draw_forward_.clear();
+    draw_backward_.clear();
     for (size_t k = 0; k < L; ++k) plan_layer(k, count);
     if (input_readers_.empty()) {  // the first layer reads acts_[0]: gather_inputs fills it
         forward_.insert(forward_.begin(), {kernel(program_, "gather_inputs", cl::Buffer(), cl::Buffer(), 0,
@@ -629,6 +640,10 @@ void OpenCLBatchEngine::forward(Split split, int first, int count) {
             reader.setArg(1, rows);
             reader.setArg(2, first);
         }
+        if (train) ++draw_step_;
+        for (cl::Kernel& f : draw_forward_) set_draw(f, draw_step_, static_cast<uint32_t>(first), train);
+        if (train)
+            for (cl::Kernel& b : draw_backward_) set_draw_backward(b, draw_step_, static_cast<uint32_t>(first));
         cl::Kernel& loss = forward_.back().kernel;
         loss.setArg(1, data.labels);
         loss.setArg(2, rows);

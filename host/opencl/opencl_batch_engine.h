@@ -102,6 +102,8 @@ private:
     // The kernels that read the batch's inputs from the data set (arguments 0-2: the inputs, the
     // rows, first): gather_inputs, or a first convolution's fast kernels, which do it themselves.
     std::vector<cl::Kernel> input_readers_;
+    // The generic layers' kernels that draw (generic_layers.h's set_draw), at step draw_step_.
+    std::vector<cl::Kernel> draw_forward_, draw_backward_;
     // The fused update (kFusedBatch): the weight gradient of layer fused_ is computed by fc_sgd
     // (fused_update_); deferred_ computes it into grads_ instead, when gradients() asks between
     // backward and update. fused_data_ (kFusedDataBatch): fc_sgd_data also computes the delta below

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <utility>
 
+#include "engine/engine_factory.h"
 #include "engine/preprocess.h"
 
 namespace lenet5 {
@@ -50,14 +51,7 @@ OpenCLEngineBase::~OpenCLEngineBase() {
     }
 }
 
-std::string OpenCLEngineBase::variant() const {
-    switch (memory_) {
-        case MemoryVariant::Global: return "gpu";
-        case MemoryVariant::Constant: return "gpu-constant";
-        case MemoryVariant::Local: return "gpu-local";
-    }
-    return "gpu";
-}
+std::string OpenCLEngineBase::variant() const { return opencl_variants().at(static_cast<size_t>(memory_)); }
 
 std::string OpenCLEngineBase::build_options(const std::string& extra) const {
     const char* memory = memory_ == MemoryVariant::Constant ? " -DMEM_CONSTANT"
@@ -161,6 +155,7 @@ void OpenCLEngineBase::set_params(const std::vector<float>& params) {
     cl_checked([&] {
         settle();  // the loss of a forward before these parameters
         write_flat(params_, params);
+        draw_step_ = 0;
         if (!inference_only_) {
             rt_->fill(velocity_, 0.0f, layout_.size() * sizeof(float));
             if (rule_.adam()) rt_->fill(second_, 0.0f, layout_.size() * sizeof(float));

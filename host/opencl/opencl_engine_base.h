@@ -18,6 +18,7 @@
 
 namespace lenet5 {
 
+// In engine_factory.h's opencl_variants() order.
 enum class MemoryVariant {
     Global,    // gpu: __global memory only
     Constant,  // gpu-constant: small layers' parameters through __constant memory
@@ -131,6 +132,8 @@ protected:
     MemoryVariant memory_;
     bool inference_only_;
     TrainingRule rule_;
+    // Layers that draw random numbers (layers/layer_type.h's Draw): training forwards since set_params.
+    uint32_t draw_step_ = 0;
     std::shared_ptr<DeviceRuntime> rt_;
     // What the device did, per phase of a step (or per transfer), and the per-kernel profile.
     Timeline timeline_;

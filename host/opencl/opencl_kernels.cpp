@@ -148,7 +148,8 @@ std::string kernel_folder() { return active_set()->folder; }
 std::string opencl_kernel_source() {
     const auto set = active_set();
     std::string all;
-    for (size_t i = 0; i < set->files.size(); ++i) all += with_line_marker(set->labels[i], set->files[i].text);
+    for (size_t i = 0; i < set->files.size(); ++i)
+        if (set->files[i].name.rfind("layers/", 0) != 0) all += with_line_marker(set->labels[i], set->files[i].text);
     return all;
 }
 

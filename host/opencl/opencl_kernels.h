@@ -41,7 +41,8 @@ std::string kernel_folder();
 
 // The files in use, each after a line `#line 1 "FILE"` (the embedded file's name, or the folder
 // file's path), so that build logs name the file and line the user edits.
-std::string opencl_kernel_source();                        // all of them, in order
+std::string opencl_kernel_source();                        // all but layers/'s, in order
+
 std::string opencl_kernel_file(const std::string& name);  // one; Error when there is no such file
 
 // What the host wrote before the first file in a program's `source` (e.g. the per-sample path's

@@ -40,8 +40,9 @@ Pairs find_pairs(const Network& net) {
     Pairs r{std::vector<bool>(L, false), 0, ""};
     for (size_t k = 0; k < L; ++k) {
         const LayerSpec& l = layers[k];
-        if (l.kind == LayerKind::MaxPool || l.kind == LayerKind::AvgPool)
-            return {{}, 0, "the per-sample OpenCL kernels have no pooling layers; layer " + l.name + " is one"};
+        if (l.kind != LayerKind::Conv && l.kind != LayerKind::Subsample && l.kind != LayerKind::FullyConnected)
+            return {{}, 0, std::string("the per-sample OpenCL kernels have no ") + kind_name(l.kind) + " layers; layer " +
+                               l.name + " is one"};
         if (l.kind == LayerKind::Conv && (l.stride != 1 || l.pad))
             return {{}, 0, "the per-sample OpenCL kernels support convolutions of stride 1 without padding; layer " +
                                l.name + " has another"};

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "conv/conv_tune.h"
+#include "engine/engine_factory.h"
 #include "io/model_source.h"
 #include "opencl/opencl_backend.h"
 #include "opencl/opencl_engine.h"
@@ -102,7 +103,7 @@ int run_tune(const TuneOptions& o, std::ostream& out) {
         for (size_t g = 32; g <= limit; g *= 2) groups.push_back(static_cast<int>(g));
     }
     const std::vector<std::string> variants =
-        o.variants.empty() ? std::vector<std::string>{"gpu", "gpu-constant", "gpu-local"} : o.variants;
+        o.variants.empty() ? opencl_variants() : o.variants;
     const std::string path = o.cache_path.empty() ? default_tuning_path() : o.cache_path;
     if (path.empty()) throw Error("no place for the tuning cache: set LENET5_TUNING, XDG_CACHE_HOME or HOME, or pass --cache");
     read_tuning(path);  // a malformed cache fails now, before the timing

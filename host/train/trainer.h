@@ -9,7 +9,7 @@
 #include "engine/engine_factory.h"
 #include "model/model_file.h"
 #include "train/grad_exchange.h"
-#include "train/lr_schedule.h"
+#include "model/lr_schedule.h"
 
 namespace lenet5 {
 
@@ -33,7 +33,7 @@ struct TrainSettings {
     uint64_t seed = 1;
 
     RateSchedule rates() const { return {schedule, lr, lr_decay, warmup}; }
-    TrainingRule rule() const { return {nesterov, label_smoothing, optimizer, beta1, beta2, eps}; }
+    TrainingRule rule() const { return {nesterov, label_smoothing, seed, optimizer, beta1, beta2, eps}; }
 };
 
 struct TrainOptions {
