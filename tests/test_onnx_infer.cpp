@@ -211,7 +211,7 @@ TEST(OnnxInfer, ReaderInfersEveryShapeAndFusesActivations) {
     // Relu and Sigmoid fold into their convolutions, Tanh into the MatMul.
     EXPECT_EQ(kinds, (std::vector<std::string>{"Conv/relu", "Conv/relu", "Conv/sigmoid", "AveragePool/none", "AveragePool/none",
                                                "Add/none", "Add/none", "MaxPool/none", "Reshape/none", "MatMul/tanh",
-                                               "Gemm/none", "Softmax/none"}));
+                                               "Dropout/none", "Gemm/none", "Softmax/none"}));
     // The reader reads it all; a Network (a chain of layers) cannot hold its padded poolings and branches.
     EXPECT_EQ(import_error_of(every_op_model()),
               "m.onnx: node 'p1_node' (AveragePool): lenet5 takes square, unpadded pooling windows with equal strides");
