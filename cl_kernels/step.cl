@@ -289,7 +289,7 @@ __kernel void gradients_sgd(__global const float* acts, __global const float* de
 // (tail_step, before gradients_sgd) or, fused with the gradients and the update, redundantly in
 // every group of step_update (a launch a step) or step_run (a run of steps in one launch). The
 // results are gradients_sgd's, the same in every group. A step whose phases the engine times apart
-// (a probe) runs first_forward, tail_forward, then backward_samples, gradients_one and sgd_momentum.
+// (a probe) runs first_forward, tail_forward, then backward_samples, step_gradients and sgd_momentum.
 //   FIRST_OUT, FIRST_AT   the first layer's outputs, and where they are in a sample's activations
 //   TAIL_BEGIN, TAIL_FLOATS   the tail's parameters: the device layout from TAIL_BEGIN on
 //   FIRST_W, FIRST_B, FIRST_IN   the first layer's weights [FIRST_OUT][FIRST_IN] and biases in it
@@ -399,6 +399,24 @@ inline void first_rows_sgd(int row0, int rows, __global const float* first_in, _
     const int rows_per_group = (FIRST_OUT + (int)get_num_groups(0) - 1) / (int)get_num_groups(0); \
     const int row0 = (int)get_group_id(0) * rows_per_group;                                     \
     const int own_rows_here = clamp(FIRST_OUT - row0, 0, rows_per_group)
+
+// A probe's gradients (gradients_one's, bit for bit), computed as step_update computes them, without
+// the update: the first layer's by rows spread over the groups, the tail's every
+// get_global_size(0)-th, from the sample's activations and deltas (after backward_samples). So the
+// probe's backward costs what the fused step's does (gradients_one, an item per parameter, ran 22x
+// slower than this under PoCL's default work-group method on an AVX-512 CPU, and skewed the split
+// of the fused steps' time). NDRange (step_update's groups * SG), work-group SG.
+__kernel __attribute__((reqd_work_group_size(SG, 1, 1))) void step_gradients(
+    __global const float* acts, __global const float* deltas, __global float* grads) {
+    OWN_FIRST_ROWS;
+    for (int e = (int)get_local_id(0); e < own_rows_here * (FIRST_IN + 1); e += SG) {
+        const int r = row0 + e / (FIRST_IN + 1), i = e % (FIRST_IN + 1);
+        const int p = i < FIRST_IN ? FIRST_W + r * FIRST_IN + i : FIRST_B + r;
+        grads[p] = step_gradient(p, acts, acts, deltas);
+    }
+    for (int p = TAIL_BEGIN + (int)get_global_id(0); p < PARAM_FLOATS; p += (int)get_global_size(0))
+        grads[p] = step_gradient(p, acts, acts, deltas);
+}
 
 // tail_step and gradients_sgd in one launch, and the next training sample's first_forward when
 // there is one. The step's input and first-layer outputs are in slot `cur` of three: 0 (acts, and

@@ -179,7 +179,7 @@ TEST_P(OpenCLVariant, MatchesCpuOnTheMlp) {
 // order, the parameters). Gradients wanted before the update, or a forward between backward and
 // update, get the tail in one group (tail_step) and the gradients kernel first, and the next step
 // its first_forward. The first batch-1 step since take_times() is a probe, its phases run apart
-// (first_forward, tail_forward, backward_samples, gradients_one, sgd_momentum), and the fused
+// (first_forward, tail_forward, backward_samples, step_gradients, sgd_momentum), and the fused
 // launches' time is split over the phases by it. The parameters come out the same, bit for bit,
 // every way and on both paths; so do they with a test-set forward between steps, which leaves
 // the next sample's first layer in place.
@@ -231,7 +231,7 @@ TEST_P(OpenCLVariant, BatchOneStepIsOneLaunchWithTheSameParameters) {
         expect_kernels({{"first_forward", 3},
                         {"tail_forward", 1},
                         {"backward_samples", 1},
-                        {"gradients_one", 1},
+                        {"step_gradients", 1},
                         {"sgd_momentum", 1},
                         {persistent ? "step_run" : "step_update", 4},
                         {"forward_samples", 1}});
@@ -246,7 +246,7 @@ TEST_P(OpenCLVariant, BatchOneStepIsOneLaunchWithTheSameParameters) {
         expect_kernels({{"first_forward", 5},
                         {"tail_forward", 1},
                         {"backward_samples", 1},
-                        {"gradients_one", 1},
+                        {"step_gradients", 1},
                         {"forward_samples", 5},
                         {"sgd_momentum", 5},
                         {"tail_step", 4},

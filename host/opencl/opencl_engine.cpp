@@ -20,7 +20,8 @@ constexpr int kTimeEvery = 16;
 // The kernels that run one work-group of SG items per sample, and those of a network that starts
 // fully connected (step.cl's SPREAD_FIRST), groups of SG items too.
 constexpr const char* kSampleKernels[] = {"forward_samples", "backward_samples", "step_samples"};
-constexpr const char* kSpreadKernels[] = {"first_forward", "tail_step", "tail_forward", "step_update", "step_run"};
+constexpr const char* kSpreadKernels[] = {"first_forward", "tail_step", "tail_forward", "step_update", "step_gradients",
+                                          "step_run"};
 
 // step_update computes the tail in every group: only when its parameters are at most this many.
 constexpr size_t kFuseTail = 32768;
@@ -238,6 +239,9 @@ void OpenCLEngine::plan_batch(int capacity) {
                             0, spread_acts_[0], spread_snapshots_[0], spread_acts_[1], spread_snapshots_[1], 0, -1),
                      {}, {}, "step_update"},
                     true, 0, -1, step_groups};
+    // A probe's gradients as step_update computes them (step.cl's step_gradients).
+    gradients_one_ = {{kernel(program_, "step_gradients", acts_, deltas_, grads_), {}, {}, "step_gradients"},
+                      true, 0, -1, step_groups};
     if (!local) {
         spread_work_ = rt_->buffer(std::max(first_groups * group_, step_groups * std::max(sample_.tail_work, group_)) *
                                    sizeof(float));

@@ -122,7 +122,7 @@ private:
     Launch step_;                  // a fused step's forward + backward
     Launch gradients_sgd_;         // batch 1: gradients + update
     Launch gradients_update_;      // larger batches: gradients + update
-    Launch gradients_one_;         // batch 1: the gradients alone (a probe's)
+    Launch gradients_one_;         // batch 1: the gradients alone (a probe's; step_gradients for a spread network)
     bool fused_step_ = false;  // the last forward() began a fused training step (not a probe)
     bool gradients_pending_ = false;  // a fused step's backward() left its gradients to update()
     // Batch 1 of a network that starts fully connected (sample_.spread): first_forward over many
