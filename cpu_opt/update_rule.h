@@ -5,20 +5,10 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <optional>
-#include <string>
+
+#include "model/optimizer.h"
 
 namespace lenet5 {
-
-enum class Optimizer { Sgd, Adam, AdamW };
-
-inline const char* optimizer_name(Optimizer o) { return o == Optimizer::Adam ? "adam" : o == Optimizer::AdamW ? "adamw" : "sgd"; }
-
-inline std::optional<Optimizer> parse_optimizer(const std::string& name) {
-    for (Optimizer o : {Optimizer::Sgd, Optimizer::Adam, Optimizer::AdamW})
-        if (name == optimizer_name(o)) return o;
-    return std::nullopt;
-}
 
 // SGD on one parameter p and its velocity v, g its gradient: v = momentum*v + g + weight_decay*p;
 // p -= lr*v, or with `nesterov` p -= lr*(g + weight_decay*p + momentum*v) with the new v.

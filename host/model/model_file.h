@@ -26,7 +26,7 @@
 
 #include "model/network.h"
 #include "model/lr_schedule.h"
-#include "update_rule.h"
+#include "model/optimizer.h"
 
 namespace lenet5 {
 
