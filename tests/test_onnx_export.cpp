@@ -208,6 +208,11 @@ void check_export(const Model& m, int images) {
 TEST(OnnxExport, LeNet5MatchesCpuAndEvalInOnnxruntime) { check_export(load_model("lenet5"), 64); }
 TEST(OnnxExport, MlpMatchesCpuAndEvalInOnnxruntime) { check_export(load_model("mlp"), 64); }
 TEST(OnnxExport, CnnMatchesCpuAndEvalInOnnxruntime) { check_export(load_model("cnn"), 16); }
+// Dropout layers (a layer kind's own ONNX operator, Dropout with its ratio): identity in inference,
+// in onnxruntime as in every engine.
+TEST(OnnxExport, DropoutIsIdentityInOnnxruntime) {
+    check_export(load_model(LENET5_SOURCE_DIR "/tests/data/dropout_small.net"), 64);
+}
 
 // Window layers after a fully connected one (the tensor is reshaped back to maps), average pooling.
 TEST(OnnxExport, WindowLayersAfterFullyConnectedMatch) {
