@@ -52,9 +52,10 @@ HostEngine::HostEngine(Network net, std::string variant, const HostOps& ops, int
     tail_ = net_.layers.size();
     while (tail_ > 0 && ops_.batched && in_tail(tail_ - 1)) --tail_;
     // The lanes take no layer that draws (its draws are per sample): such a layer runs the reference.
-    if (tail_ > 0 && ops_.lanes > 0 && ops_.lanes <= kMaxLanes &&
-        std::all_of(net_.layers.begin(), net_.layers.begin() + static_cast<std::ptrdiff_t>(tail_),
-                    [&](const LayerSpec& l) { return !layer_type(l.kind).draws && ops_.lanes_supported(l); })) {
+    auto in_lanes = [&](size_t k) { return !draws_[k] && ops_.lanes_supported(net_.layers[k]); };
+    bool lanes = tail_ > 0 && ops_.lanes > 0 && ops_.lanes <= kMaxLanes;
+    for (size_t k = 0; lanes && k < tail_; ++k) lanes = in_lanes(k);
+    if (lanes) {
         groups_.lanes = ops_.lanes;
         groups_.vector_to_lanes = ops_.to_lanes;
         groups_.vector_from_lanes = ops_.from_lanes;
