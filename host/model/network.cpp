@@ -24,6 +24,15 @@ const char* activation_name(Activation a) {
 
 const char* loss_name(Loss loss) { return loss == Loss::SquaredError ? "squared" : "softmax"; }
 
+LayerSpec NetworkBuilder::next(const std::string& name, LayerKind kind, Activation act) const {
+    LayerSpec l;
+    l.name = name;
+    l.kind = kind;
+    l.activation = act;
+    l.in = current();
+    return l;
+}
+
 NetworkBuilder& NetworkBuilder::add(LayerSpec layer) {
     layer.weight_offset = net_.param_count;
     layer.bias_offset = layer.weight_offset + layer.weight_count;

@@ -89,8 +89,10 @@ public:
     NetworkBuilder& pool(const std::string& name, LayerKind kind, int window, int stride = 0,
                          Activation act = Activation::None);
     NetworkBuilder& fully_connected(const std::string& name, int units, Activation act);
-    // Any kind: `layer` with its shapes and parameter counts set, its input the output so far; its
-    // parameters are placed after the others'. (The methods above are the homes' own, host/model/layers/.)
+    // Any kind: a layer `name` of `kind` reading the output so far, for its home to fill in (its
+    // shapes and parameter counts), then add() it: its parameters are placed after the others'.
+    // (The methods above are the homes' own, host/model/layers/.)
+    LayerSpec next(const std::string& name, LayerKind kind, Activation act) const;
     NetworkBuilder& add(LayerSpec layer);
     NetworkBuilder& scaling(InputScaling scaling) {
         net_.scaling = scaling;

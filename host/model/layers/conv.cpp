@@ -145,11 +145,7 @@ void backward(const LayerSpec& l, const float* p, const float* in, const float* 
 
 NetworkBuilder& NetworkBuilder::conv(const std::string& name, int maps, int kernel, Activation act,
                                      const std::vector<std::vector<int>>& connections, int stride, int pad) {
-    LayerSpec l;
-    l.name = name;
-    l.kind = LayerKind::Conv;
-    l.activation = act;
-    l.in = current();
+    LayerSpec l = next(name, LayerKind::Conv, act);
     l.kernel = kernel;
     l.stride = stride;
     l.pad = pad;

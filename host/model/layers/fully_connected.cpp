@@ -60,11 +60,7 @@ void backward(const LayerSpec& l, const float* p, const float* in, const float* 
 }  // namespace
 
 NetworkBuilder& NetworkBuilder::fully_connected(const std::string& name, int units, Activation act) {
-    LayerSpec l;
-    l.name = name;
-    l.kind = LayerKind::FullyConnected;
-    l.activation = act;
-    l.in = current();
+    LayerSpec l = next(name, LayerKind::FullyConnected, act);
     if (units < 1) throw Error("layer " + name + ": needs at least 1 unit");
     l.out = {units, 1, 1};
     l.weight_count = static_cast<size_t>(units) * static_cast<size_t>(l.in.size());

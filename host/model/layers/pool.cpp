@@ -61,11 +61,7 @@ void backward(const LayerSpec& l, const float*, const float* in, const float* ou
 
 NetworkBuilder& NetworkBuilder::pool(const std::string& name, LayerKind kind, int window, int stride,
                                      Activation act) {
-    LayerSpec l;
-    l.name = name;
-    l.kind = kind;
-    l.activation = act;
-    l.in = current();
+    LayerSpec l = next(name, kind, act);
     l.kernel = window;
     l.stride = stride ? stride : window;
     if (kind != LayerKind::MaxPool && kind != LayerKind::AvgPool) throw Error("layer " + name + ": not a pooling kind");

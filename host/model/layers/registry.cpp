@@ -52,12 +52,9 @@ std::string layer_onnx_ops(const char* separator) {
 
 NetworkBuilder& add_by_settings(NetworkBuilder& b, const LayerType& kind, const std::string& name, Activation act,
                                 std::vector<float> attr) {
-    LayerSpec l;
-    l.name = name;
-    l.kind = kind.kind;
-    l.activation = act;
+    LayerSpec l = b.next(name, kind.kind, act);
     l.attr = std::move(attr);
-    l.in = l.out = b.output();
+    l.out = l.in;
     return b.add(std::move(l));
 }
 

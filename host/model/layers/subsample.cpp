@@ -64,11 +64,7 @@ void backward(const LayerSpec& l, const float* p, const float* in, const float* 
 }  // namespace
 
 NetworkBuilder& NetworkBuilder::subsample(const std::string& name, int window, Activation act) {
-    LayerSpec l;
-    l.name = name;
-    l.kind = LayerKind::Subsample;
-    l.activation = act;
-    l.in = current();
+    LayerSpec l = next(name, LayerKind::Subsample, act);
     l.kernel = window;
     l.stride = window;
     if (window < 1) throw Error("layer " + name + ": window must be at least 1");
