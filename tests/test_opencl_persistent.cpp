@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -87,6 +88,11 @@ void expect_same_bits(const Outcome& got, const Outcome& want, const std::string
 
 class PersistentSteps : public ::testing::TestWithParam<std::string> {};
 
+// Where PoCL 3.1's loopvec miscompiles step_run in several groups, the engine runs one
+// (docs/correctness.md); the pocl-methods label runs these tests under the other methods.
+bool groups_miscompiled() { return select_opencl_device(-1).miscompiles_step_run_groups; }
+constexpr const char* kMiscompiled = "PoCL 3.1's loopvec miscompiles step_run in two groups on this CPU";
+
 }  // namespace
 
 // Two epochs of 70 steps in runs of 16 (so runs end at the run length, at the counters, at the
@@ -97,9 +103,14 @@ TEST_P(PersistentSteps, MatchLaunchPerStepBitForBitAndCpu) {
     const Network net = load_model("mlp").net;
     const Dataset data = random_dataset(70, 11);
     const Outcome per_step = train_two_epochs(*mlp_engine(net, GetParam(), 0), net, data);
-    for (int groups : {1, 2})
+    for (int groups : {1, 2}) {
+        if (groups > 1 && groups_miscompiled()) {
+            std::cout << "[ NOTE     ] one group only: " << kMiscompiled << "\n";
+            continue;
+        }
         expect_same_bits(train_two_epochs(*mlp_engine(net, GetParam(), kTestRunSteps, groups), net, data), per_step,
                          std::to_string(groups) + " group(s)");
+    }
     auto cpu = test::cpu_engine(net);
     const Outcome ref = train_two_epochs(*cpu, net, data);
     EXPECT_LT(relative_error(per_step.params, ref.params), kReferenceTolerance);
@@ -113,6 +124,7 @@ TEST_P(PersistentSteps, MatchLaunchPerStepBitForBitAndCpu) {
 
 // The same seed twice in two groups: the same bits (the barrier orders the steps, not the timing).
 TEST_P(PersistentSteps, RerunsAreBitIdentical) {
+    if (groups_miscompiled()) GTEST_SKIP() << kMiscompiled;
     const Network net = load_model("mlp").net;
     const Dataset data = random_dataset(70, 12);
     const Outcome first = train_two_epochs(*mlp_engine(net, GetParam(), kTestRunSteps, 2), net, data);
@@ -148,7 +160,11 @@ TEST_P(PersistentSteps, RunIsOneLaunchForManySteps) {
     for (const KernelTime& k : engine->take_kernel_times())
         if (k.name == "step_run") runs = k.launches;
     EXPECT_EQ(runs, 3);
-    EXPECT_NE(engine->device().find("persistent batch-1 steps (2 groups)"), std::string::npos) << engine->device();
+    const std::string groups = groups_miscompiled()
+                                   ? "1 group: 2 are miscompiled by PoCL 3.1's loopvec on this CPU"
+                                   : "2 groups";
+    EXPECT_NE(engine->device().find("persistent batch-1 steps (" + groups + ")"), std::string::npos)
+        << engine->device();
 }
 
 INSTANTIATE_TEST_SUITE_P(OpenCL, PersistentSteps, ::testing::Values("gpu", "gpu-constant", "gpu-local"),
@@ -162,6 +178,7 @@ INSTANTIATE_TEST_SUITE_P(OpenCL, PersistentSteps, ::testing::Values("gpu", "gpu-
 // that a launch's groups run at once: the engine tries the barrier first (grid_probe), says that
 // they did not, and runs its steps in one group, with one group's results.
 TEST(PersistentStepsBarrier, GroupsThatCannotAllRunFallBackToOneGroup) {
+    if (groups_miscompiled()) GTEST_SKIP() << kMiscompiled << ": the engine tries no barrier";
     const Network net = load_model("mlp").net;
     const int groups = 8 * static_cast<int>(select_opencl_device(-1).device.getInfo<CL_DEVICE_MAX_COMPUTE_UNITS>());
     const Dataset data = random_dataset(8, 14);

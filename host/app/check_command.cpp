@@ -87,7 +87,7 @@ std::vector<TrainingPath> training_paths(Engine& engine, int batch) {
     };
     paths = {{"a launch a step (step_update)", runs(0, 0)},
              {"runs of steps in one work-group (step_run)", runs(kRun, 1)}};
-    if (opencl->compute_units() >= 2)
+    if (opencl->compute_units() >= 2 && opencl->runs_groups())
         paths.push_back({"runs of steps in two work-groups (step_run, grid barrier)", runs(kRun, 2)});
     if (opencl->step_run_groups() > 2)  // a GPU's own: a group per compute unit
         paths.push_back({"runs of steps in " + std::to_string(opencl->step_run_groups()) +

@@ -99,6 +99,10 @@ void OpenCLEngine::set_step_runs(int steps, int groups, unsigned spin_limit) {
     const size_t per_unit = std::max<size_t>(1, std::min(rt_->compute_units(), sample_.first_outputs));
     run_groups_ = groups ? groups : gpu ? static_cast<int>(per_unit) : 1;
     grid_note_.clear();
+    if (run_groups_ > 1 && rt_->device().miscompiles_step_run_groups) {
+        grid_note_ = std::to_string(run_groups_) + " are miscompiled by PoCL 3.1's loopvec on this CPU";
+        run_groups_ = 1;
+    }
     spin_limit_ = spin_limit ? spin_limit : gpu ? kGpuSpinLimit : kCpuSpinLimit;
     if (capacity_ > 0 && sample_.spread) cl_checked([&] { plan_run(); });
 }

@@ -63,6 +63,8 @@ public:
     bool fuses_batch_one_steps() const { return fuse_tail_; }
     size_t compute_units() const { return rt_->compute_units(); }
     int step_run_groups() const { return run_groups_; }  // the persistent path's work-groups
+    // Whether step_run may run in several groups here (not where PoCL 3.1 miscompiles it).
+    bool runs_groups() const { return !rt_->device().miscompiles_step_run_groups; }
 
     void forward(Split split, int first, int count) override;
     void backward() override;

@@ -1,5 +1,6 @@
 #include "opencl/opencl_runtime.h"
 
+#include <cstdlib>
 #include <iomanip>
 #include <ostream>
 #include <sstream>
@@ -38,6 +39,10 @@ std::vector<OpenCLDevice> opencl_devices() {
                 d.name = device.getInfo<CL_DEVICE_NAME>();
                 d.driver = device.getInfo<CL_DRIVER_VERSION>();
                 d.is_gpu = (device.getInfo<CL_DEVICE_TYPE>() & CL_DEVICE_TYPE_GPU) != 0;
+                const char* method = std::getenv("POCL_WORK_GROUP_METHOD");
+                d.miscompiles_step_run_groups =
+                    platform.getInfo<CL_PLATFORM_VERSION>().find("PoCL 3.1") != std::string::npos &&
+                    d.name.find("avx512") != std::string::npos && (!method || std::string(method) == "loopvec");
                 devices.push_back(std::move(d));
             }
         }

@@ -20,6 +20,10 @@ struct OpenCLDevice {
     cl::Device device;
     std::string platform_name, name, driver;  // driver: CL_DRIVER_VERSION
     bool is_gpu = false;
+    // Debian 12's PoCL 3.1 on an AVX-512 CPU with its default work-group method (loopvec), which
+    // miscompiles step.cl's step_run in two work-groups: it reads outside its buffers
+    // (docs/correctness.md). The engine runs step_run in one group there.
+    bool miscompiles_step_run_groups = false;
 };
 
 // Every device of every platform; empty when there is no platform (no ICD installed).
