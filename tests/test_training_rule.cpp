@@ -4,7 +4,10 @@
 // fused steps that do not.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "engine/engine_factory.h"
 #include "engine/preprocess.h"
@@ -114,19 +117,31 @@ TEST(TrainingRule, SmoothingASquaredErrorModelIsRefused) {
 
 // Every variant this build has (the OpenCL ones on their per-sample path for LeNet-5), with both
 // rules and with each alone; the MLP at batch 1 takes the per-sample engine's one-sample steps
-// (step_update, persistent runs) with Nesterov.
-TEST(TrainingRule, EveryVariantMatchesCpu) {
+// (step_update, persistent runs) with Nesterov. A test a variant, each well under a minute.
+class TrainingRuleVariant : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TrainingRuleVariant, MatchesCpu) {
     const Network lenet5 = lenet5_network(), mlp = load_model("mlp").net;
-    for (const std::string& variant : built_variants()) {
-        if (variant == "cpu") continue;
-        for (const TrainingRule& rule : {kBoth, TrainingRule{true, 0.0f}, TrainingRule{false, 0.1f}}) {
-            auto e = engine_with(lenet5, variant, rule);
-            for (int batch : {1, 8}) expect_matches_cpu(*e, lenet5, batch, rule);
-        }
-        auto e = engine_with(mlp, variant, {true, 0.0f});
-        expect_matches_cpu(*e, mlp, 1, {true, 0.0f});
+    for (const TrainingRule& rule : {kBoth, TrainingRule{true, 0.0f}, TrainingRule{false, 0.1f}}) {
+        auto e = engine_with(lenet5, GetParam(), rule);
+        for (int batch : {1, 8}) expect_matches_cpu(*e, lenet5, batch, rule);
     }
+    auto e = engine_with(mlp, GetParam(), {true, 0.0f});
+    expect_matches_cpu(*e, mlp, 1, {true, 0.0f});
 }
+
+std::vector<std::string> variants_but_cpu() {
+    std::vector<std::string> v = built_variants();
+    v.erase(std::remove(v.begin(), v.end(), "cpu"), v.end());
+    return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(TrainingRule, TrainingRuleVariant, ::testing::ValuesIn(variants_but_cpu()),
+                         [](const ::testing::TestParamInfo<std::string>& param) {
+                             std::string name = param.param;
+                             std::replace(name.begin(), name.end(), '-', '_');
+                             return name;
+                         });
 
 #ifdef LENET5_HAVE_OPENCL
 // The batch-level OpenCL engine (the CNN's path) on LeNet-5: its batch_sgd, fc_sgd and fc_sgd_data
