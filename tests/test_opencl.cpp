@@ -3,6 +3,7 @@
 #ifdef LENET5_HAVE_OPENCL
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -59,8 +60,10 @@ TEST_P(OpenCLVariant, MatchesCpuWithSmallAndLargeGroups) {
 // Every setting other than the default that `lenet5 tune` tries of each knob of the per-sample
 // kernels, on LeNet-5 (and the MLP, whose step sums fully connected rows too, for FC_LANES), at
 // 64 items, and FC_LANES=32 at 16 items (fewer than it asks for: it takes 16); in gpu-local's
-// __local work area and gpu's __global one. An unknown knob or value is refused by name.
-TEST(OpenCL, MatchesCpuWithEveryKnobSetting) {
+// __local work area and gpu's __global one (a test each: each compiles the kernels 13 times).
+class KnobSettings : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(KnobSettings, MatchCpu) {
     struct Case {
         std::string knobs, model;
         int group;
@@ -72,14 +75,24 @@ TEST(OpenCL, MatchesCpuWithEveryKnobSetting) {
             cases.push_back({knobs, "lenet5", 64});
             if (std::string(k.name) == "FC_LANES") cases.push_back({knobs, "mlp", 64});
         }
-    for (const char* variant : {"gpu-local", "gpu"})
-        for (const Case& c : cases) {
-            SCOPED_TRACE(std::string(variant) + " " + c.knobs + " " + c.model + " " + std::to_string(c.group));
-            const Network net = load_model(c.model).net;
-            auto engine = make_sample_engine(net, variant, -1, c.group, c.knobs);
-            EXPECT_NE(engine->device().find(c.knobs), std::string::npos) << engine->device();
-            test::expect_matches_cpu(*engine, net, 3);
-        }
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.knobs + " " + c.model + " " + std::to_string(c.group));
+        const Network net = load_model(c.model).net;
+        auto engine = make_sample_engine(net, GetParam(), -1, c.group, c.knobs);
+        EXPECT_NE(engine->device().find(c.knobs), std::string::npos) << engine->device();
+        test::expect_matches_cpu(*engine, net, 3);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(OpenCL, KnobSettings, ::testing::Values("gpu-local", "gpu"),
+                         [](const ::testing::TestParamInfo<std::string>& param) {
+                             std::string name = param.param;
+                             std::replace(name.begin(), name.end(), '-', '_');
+                             return name;
+                         });
+
+// An unknown knob or value is refused by name.
+TEST(OpenCL, RefusesAnUnknownKnobSettingByName) {
     for (const char* bad : {"FWD_RUN=3", "NO_SUCH=1", "FC_LANES"}) {
         try {
             make_sample_engine(lenet5_network(), "gpu-local", -1, 64, bad);
